@@ -1,0 +1,144 @@
+"""The HTTP app: it only serves what the poller and collectors already hold.
+
+/metrics renders once per poll cycle (or restore event) and serves those bytes to every scraper:
+the data cannot change between cycles, so rendering per scrape would only spend CPU.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.openmetrics import exposition as openmetrics
+
+from exporter.poller import Poller
+from exporter.restore.events import MAX_BODY_BYTES, RestoreEventIn, RestoreEventOut, authorized
+
+log = structlog.get_logger("helios_exporter.app")
+audit = structlog.get_logger("helios_exporter.audit")
+
+
+class ExpositionCache:
+    """Rendered /metrics bodies, invalidated whenever the underlying state changes."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self._lock = threading.Lock()
+        self._version = 0
+        self._cache: dict[bool, tuple[int, bytes]] = {}
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._version += 1
+
+    def render(self, openmetrics_format: bool) -> bytes:
+        with self._lock:
+            version = self._version
+            cached = self._cache.get(openmetrics_format)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+        body: bytes = (
+            openmetrics.generate_latest(self.registry)  # type: ignore[no-untyped-call]
+            if openmetrics_format
+            else generate_latest(self.registry)
+        )
+        with self._lock:
+            self._cache[openmetrics_format] = (version, body)
+        return body
+
+
+def wants_openmetrics(accept: str | None) -> bool:
+    if not accept:
+        return False
+    for part in accept.split(","):
+        media = part.split(";")[0].strip()
+        if media == "application/openmetrics-text":
+            return True
+    return False
+
+
+def build_app(
+    poller: Poller,
+    cache: ExpositionCache,
+    status: Callable[[], dict[str, Any]],
+    events_token: bytes | None,
+) -> FastAPI:
+    app = FastAPI(title="helios-exporter", version="0.1.0", docs_url=None, redoc_url=None)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # Field locations and messages only: never echo the submitted values back.
+        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        om = wants_openmetrics(request.headers.get("accept"))
+        body = cache.render(om)
+        ctype = openmetrics.CONTENT_TYPE_LATEST if om else CONTENT_TYPE_LATEST
+        return Response(body, media_type=ctype)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        if poller.ready.is_set():
+            return JSONResponse({"status": "ready", "cycles": poller.cycles})
+        return JSONResponse({"status": "waiting for the first poll cycle"}, status_code=503)
+
+    @app.get("/status")
+    async def status_endpoint() -> dict[str, Any]:
+        return status()
+
+    @app.post(
+        "/restore/events",
+        response_model=RestoreEventOut,
+        responses={401: {"description": "missing or wrong bearer token"},
+                   404: {"description": "events endpoint disabled (no --events-token-file)"},
+                   413: {"description": "body too large"}},
+    )
+    async def restore_event(request: Request) -> Response:
+        if events_token is None:
+            return JSONResponse({"detail": "events endpoint disabled: no --events-token-file"},
+                                status_code=404)
+        if not authorized(request.headers.get("authorization"), events_token):
+            return JSONResponse({"detail": "missing or wrong bearer token"}, status_code=401,
+                                headers={"WWW-Authenticate": "Bearer"})
+        declared = request.headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
+            return JSONResponse({"detail": f"body over {MAX_BODY_BYTES} bytes"}, status_code=413)
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY_BYTES:
+                return JSONResponse({"detail": f"body over {MAX_BODY_BYTES} bytes"},
+                                    status_code=413)
+        try:
+            event = RestoreEventIn.model_validate_json(body)
+        except ValueError as exc:
+            errors: list[dict[str, Any]] = list(getattr(exc, "errors", list)())
+            detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in errors]
+            return JSONResponse({"detail": detail or "invalid JSON body"}, status_code=422)
+        duplicate, state = await poller.apply_event(event.id, event.event)
+        audit.info("restore_event", event_id=event.id, restore_event=event.event,
+                   duplicate=duplicate, note=event.note, phase=state.phase,
+                   client=request.client.host if request.client else None)
+        out = RestoreEventOut(
+            accepted=not duplicate,
+            duplicate=duplicate,
+            phase=state.phase,
+            window_open=state.window is not None,
+            window_start=state.window.start if state.window else None,
+        )
+        return JSONResponse(out.model_dump())
+
+    return app

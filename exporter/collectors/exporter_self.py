@@ -1,0 +1,77 @@
+"""The sidecar's own health: per-source up/errors/freshness and its cost on the engine, e.g.
+
+    helios_exporter_source_up{source="engine_snapshot"} 1.0
+    helios_exporter_source_errors_total{reason="timeout",source="engine_snapshot"} 2.0
+    helios_exporter_engine_requests_total{outcome="ok",path="snapshot"} 120.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import Metric
+
+from exporter.collectors.families import counter, gauge
+from exporter.labels import ERROR_REASONS, SOURCES
+from exporter.poller import Poller
+
+
+class ExporterCollector:
+    def __init__(self, poller: Poller) -> None:
+        self._poller = poller
+
+    def collect(self) -> Iterator[Metric]:
+        p = self._poller
+        up = gauge("helios_exporter_source_up", "1 when the source's latest poll succeeded.",
+                   ["source"])
+        errors = counter("helios_exporter_source_errors_total",
+                         "Failed polls by source and closed-set reason.", ["source", "reason"])
+        last = gauge("helios_exporter_source_last_success_timestamp_seconds",
+                     "When the source last polled successfully (unix seconds).", ["source"])
+        duration = gauge("helios_exporter_source_poll_duration_seconds",
+                         "Duration of the source's latest poll.", ["source"])
+        for source in SOURCES:
+            health = p.health[source]
+            if not health.enabled or health.up is None:
+                continue
+            up.add_metric([source], 1.0 if health.up else 0.0)
+            for reason in ERROR_REASONS:
+                if health.errors[reason]:
+                    errors.add_metric([source, reason], health.errors[reason])
+            if health.last_success is not None:
+                last.add_metric([source], health.last_success)
+            if health.last_duration is not None:
+                duration.add_metric([source], health.last_duration)
+        yield from (up, errors, last, duration)
+        reqs = counter("helios_exporter_engine_requests_total",
+                       "Requests the sidecar made to the engine, by path and outcome.",
+                       ["path", "outcome"])
+        for (path, outcome), value in sorted(p.traffic.requests.items()):
+            reqs.add_metric([path, outcome], value)
+        size = counter("helios_exporter_engine_response_bytes_total",
+                       "Body bytes the sidecar read from the engine, by path.", ["path"])
+        for path, value in sorted(p.traffic.response_bytes.items()):
+            size.add_metric([path], value)
+        yield from (reqs, size)
+        eng = p.engine
+        dropped = counter("helios_exporter_engine_labels_dropped_total",
+                          "Engine labels dropped by the pass-through (not allow-listed), by "
+                          "allow-listed family.", ["family"])
+        for family, value in sorted(eng.labels_dropped.items()):
+            dropped.add_metric([family], value)
+        yield dropped
+        for name, value, doc in (
+            ("helios_exporter_engine_malformed_lines_total", eng.malformed_lines,
+             "Allow-listed engine /metrics lines that could not be parsed."),
+            ("helios_exporter_engine_counter_regressions_total", eng.counter_decreases,
+             "Snapshot counters that decreased within one generation (an engine defect)."),
+            ("helios_exporter_poll_cycles_total", p.cycles, "Completed poll cycles."),
+        ):
+            c = counter(name, doc)
+            c.add_metric([], value)
+            yield c
+        if p.last_cycle_duration is not None:
+            m = gauge("helios_exporter_poll_cycle_duration_seconds",
+                      "Wall time of the latest poll cycle (all sources together).")
+            m.add_metric([], p.last_cycle_duration)
+            yield m

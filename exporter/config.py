@@ -1,0 +1,223 @@
+"""Configuration from flags and HELIOS_EXPORTER_* variables, validated with every error at once.
+
+`OPTIONS` is the one table of serve/check options; the README's configuration table is generated
+from it (`python -m exporter.config --markdown`) and a test fails when they drift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+ENV_PREFIX = "HELIOS_EXPORTER_"
+
+
+class ConfigError(Exception):
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("invalid configuration:\n  " + "\n  ".join(errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    flag: str
+    kind: str  # "str" | "float" | "int" | "bool" | "url" | "listen" | "path"
+    default: Any
+    help: str
+    commands: tuple[str, ...] = ("serve",)
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.dest.upper()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("--engine-url", "url", None, "Engine base URL (required), e.g. http://127.0.0.1:8000.",
+           ("serve", "check")),
+    Option("--listen", "listen", "0.0.0.0:9400", "HOST:PORT the sidecar serves on."),
+    Option("--poll-interval", "float", 5.0, "Seconds between poll cycles of every source."),
+    Option("--timeout", "float", 2.0, "Seconds allowed for one engine request (whole body).",
+           ("serve", "check")),
+    Option("--max-response-bytes", "int", 8 * 1024 * 1024,
+           "Largest engine response body read; larger ones count as too_large.", ("serve", "check")),
+    Option("--state-dir", "path", "/var/lib/helios-exporter",
+           "Directory for the durable restore-window state (must survive the sidecar)."),
+    Option("--no-nvml", "bool", False, "Do not load NVML (no GPU metrics)."),
+    Option("--nvml-timeout", "float", 2.0, "Seconds one NVML poll may take before the GPU is "
+           "reported hung."),
+    Option("--events-token-file", "path", None,
+           "File holding the bearer token for POST /restore/events; without it the endpoint is "
+           "disabled."),
+    Option("--request-cutoff", "float", 4200.0, "Seconds from window start to the request cutoff."),
+    Option("--restore-bound", "float", 5400.0, "Seconds from window start to the restore deadline."),
+    Option("--down-grace", "float", 60.0,
+           "Seconds the engine may be unreachable before a restore window opens."),
+    Option("--preflight-direct-url", "url", None,
+           "Completion URL probed directly on the engine after a restore (opt-in)."),
+    Option("--preflight-routed-url", "url", None,
+           "Completion URL probed through the router after a restore (opt-in)."),
+    Option("--preflight-auth-file", "path", None,
+           "File holding an Authorization header value sent with preflight probes."),
+    Option("--preflight-max-tokens", "int", 4, "max_tokens of the preflight completion."),
+    Option("--preflight-timeout", "float", 10.0, "Seconds a preflight probe may take."),
+    Option("--engine-pid-file", "path", None, "File holding the engine's pid (host source)."),
+    Option("--engine-process-name", "str", None,
+           "Engine process name to look for when no pid file is given (host source)."),
+    Option("--max-series-per-family", "int", 200,
+           "Cardinality guard: most series exported per engine pass-through family."),
+    Option("--log-format", "str", "auto", "auto (console on a terminal, else JSON), json or console.",
+           ("serve", "check")),
+    Option("--log-level", "str", "info", "debug, info, warning or error.", ("serve", "check")),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    engine_url: str
+    listen_host: str = "0.0.0.0"
+    listen_port: int = 9400
+    poll_interval: float = 5.0
+    timeout: float = 2.0
+    max_response_bytes: int = 8 * 1024 * 1024
+    state_dir: Path = Path("/var/lib/helios-exporter")
+    no_nvml: bool = False
+    nvml_timeout: float = 2.0
+    events_token_file: Path | None = None
+    request_cutoff: float = 4200.0
+    restore_bound: float = 5400.0
+    down_grace: float = 60.0
+    preflight_direct_url: str | None = None
+    preflight_routed_url: str | None = None
+    preflight_auth_file: Path | None = None
+    preflight_max_tokens: int = 4
+    preflight_timeout: float = 10.0
+    engine_pid_file: Path | None = None
+    engine_process_name: str | None = None
+    max_series_per_family: int = 200
+    log_format: str = "auto"
+    log_level: str = "info"
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    for opt in OPTIONS:
+        if command not in opt.commands:
+            continue
+        help_text = f"{opt.help} [env {opt.env}; default {opt.default}]"
+        if opt.kind == "bool":
+            parser.add_argument(opt.flag, action="store_true", default=None, help=help_text)
+        else:
+            parser.add_argument(opt.flag, default=None, metavar=opt.dest.upper(), help=help_text)
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _convert(opt: Option, raw: Any, errors: list[str]) -> Any:
+    where = f"{opt.flag} / {opt.env}"
+    conv: dict[str, Callable[[str], Any]] = {"float": float, "int": int, "str": str, "path": Path}
+    if opt.kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        if str(raw).lower() in _TRUE | _FALSE:
+            return str(raw).lower() in _TRUE
+        errors.append(f"{where}: expected true/false, got {raw!r}")
+        return opt.default
+    text = str(raw).strip()
+    if opt.kind == "url":
+        parts = urlsplit(text)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            errors.append(f"{where}: expected an http(s) URL, got {text!r}")
+        return text.rstrip("/")
+    if opt.kind == "listen":
+        host, sep, port = text.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            errors.append(f"{where}: expected HOST:PORT, got {text!r}")
+            return ("0.0.0.0", 9400)
+        return (host.strip("[]"), int(port))
+    try:
+        return conv[opt.kind](text)
+    except ValueError:
+        errors.append(f"{where}: expected a {opt.kind}, got {text!r}")
+        return opt.default
+
+
+def load(args: argparse.Namespace, command: str, environ: Mapping[str, str] | None = None) -> Config:
+    """Merge flags over environment over defaults; raise ConfigError listing every problem."""
+    environ = os.environ if environ is None else environ
+    errors: list[str] = []
+    values: dict[str, Any] = {}
+    for opt in OPTIONS:
+        if command not in opt.commands:
+            continue
+        raw = getattr(args, opt.dest, None)
+        if raw is None:
+            raw = environ.get(opt.env)
+        if raw is None:
+            if opt.default is None:
+                values[opt.dest] = None
+                continue
+            raw = opt.default
+        values[opt.dest] = _convert(opt, raw, errors)
+    if values.get("engine_url") is None:
+        errors.append("--engine-url / HELIOS_EXPORTER_ENGINE_URL is required")
+    listen = values.pop("listen", ("0.0.0.0", 9400))
+    values["listen_host"], values["listen_port"] = listen
+    _validate(values, errors)
+    if errors:
+        raise ConfigError(errors)
+    values = {k: v for k, v in values.items() if v is not None or k in _NULLABLE}
+    return Config(**values)
+
+
+_NULLABLE = {
+    "events_token_file", "preflight_direct_url", "preflight_routed_url", "preflight_auth_file",
+    "engine_pid_file", "engine_process_name",
+}
+
+
+def _validate(v: dict[str, Any], errors: list[str]) -> None:
+    def positive(key: str) -> None:
+        if key in v and isinstance(v[key], int | float) and not v[key] > 0:
+            errors.append(f"--{key.replace('_', '-')}: must be greater than 0, got {v[key]}")
+
+    for key in ("poll_interval", "timeout", "max_response_bytes", "nvml_timeout",
+                "request_cutoff", "restore_bound", "preflight_max_tokens", "preflight_timeout",
+                "max_series_per_family"):
+        positive(key)
+    if "down_grace" in v and v["down_grace"] < 0:
+        errors.append(f"--down-grace: must be 0 or more, got {v['down_grace']}")
+    if v.get("request_cutoff", 0) > v.get("restore_bound", float("inf")):
+        errors.append("--request-cutoff: must not be later than --restore-bound")
+    if v.get("log_format", "auto") not in ("auto", "json", "console"):
+        errors.append(f"--log-format: expected auto, json or console, got {v['log_format']!r}")
+    if v.get("log_level", "info") not in ("debug", "info", "warning", "error"):
+        errors.append(f"--log-level: expected debug, info, warning or error, got {v['log_level']!r}")
+    for key in ("events_token_file", "preflight_auth_file"):
+        path = v.get(key)
+        if path is not None and not Path(path).is_file():
+            errors.append(f"--{key.replace('_', '-')}: {path} is not a readable file")
+
+
+def markdown_table(options: Sequence[Option] = OPTIONS) -> str:
+    rows = ["| flag | environment variable | default | commands | meaning |",
+            "| --- | --- | --- | --- | --- |"]
+    for opt in options:
+        default = "(none)" if opt.default is None else f"`{opt.default}`"
+        rows.append(f"| `{opt.flag}` | `{opt.env}` | {default} | {', '.join(opt.commands)} | "
+                    f"{opt.help} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.stdout.write(markdown_table() + "\n")

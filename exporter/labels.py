@@ -1,0 +1,58 @@
+"""Every label value the sidecar may export, declared in one place.
+
+Label values come from these closed sets, from a GPU index bounded by the hardware, or from a
+generation / identity string that passed the snapshot schema's pattern. Nothing else from engine
+input reaches a label.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+SLAB_KINDS: Final = ("row", "page")
+PRESSURES: Final = ("row", "page")
+EVICTION_OUTCOMES: Final = ("evicted", "pinned", "non_durable", "no_eligible")
+MISS_REASONS: Final = (
+    "no_prefix",
+    "key_mismatch",
+    "no_checkpoint",
+    "not_durable",
+    "evicted",
+    "too_short",
+    "other",
+)
+SOURCES: Final = ("engine_snapshot", "engine_metrics", "nvml", "host")
+ENGINE_PATHS: Final = ("snapshot", "metrics", "health")
+
+
+class ErrorReason(StrEnum):
+    """Why a source poll failed (`helios_exporter_source_errors_total{reason}`)."""
+
+    CONNECT = "connect"  # refused, DNS, reset before a response
+    TIMEOUT = "timeout"  # connect/read timeout or the overall poll bound
+    HTTP_STATUS = "http_status"  # any non-2xx answer, redirects included
+    TOO_LARGE = "too_large"  # body over --max-response-bytes
+    DECODE = "decode"  # not UTF-8, not JSON, not exposition text
+    SCHEMA = "schema"  # valid JSON that breaks snapshot schema v1
+    UNSUPPORTED_VERSION = "unsupported_version"  # schema_version other than 1
+    LIBRARY = "library"  # NVML shared library missing or failed to initialise
+    DRIVER = "driver"  # an NVML call failed for the whole device list
+    GPU_LOST = "gpu_lost"  # NVML reported a GPU fallen off the bus
+    HUNG = "hung"  # a call did not return within its bound
+    NOT_FOUND = "not_found"  # the engine process could not be found
+    PERMISSION = "permission"  # access denied reading a process or file
+    OTHER = "other"
+
+
+ERROR_REASONS: Final = tuple(r.value for r in ErrorReason)
+
+
+def miss_reason(engine_key: str) -> str:
+    """Map an engine miss-reason key (free text) onto the closed set.
+
+    The part before the first ':' is kept (`key_mismatch:ckpt=ab12` -> `key_mismatch`);
+    anything not in the set becomes `other`.
+    """
+    head = engine_key.split(":", 1)[0].strip()
+    return head if head in MISS_REASONS else "other"

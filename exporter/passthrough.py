@@ -1,0 +1,203 @@
+"""Engine `/metrics` pass-through: keep only allow-listed families, parse only those lines.
+
+Engines name families `<vendor>:<name>` (SGLang: `sglang:prompt_tokens_total`, the simulator:
+`helios:...`). The vendor prefix is dropped and the family is re-exported as
+`helios_engine_native_<name>`: colons are reserved for recording rules, and one exporter name per
+family keeps dashboards independent of the engine vendor. Every engine label is dropped (its values
+are free text such as a model path or a request id) except `le` and `quantile`, which are re-rendered
+from their parsed numbers; series that collapse onto the same labels are summed. Lines of other
+families are skipped by a dictionary lookup on the sample name, which is why this is several times
+cheaper than a full exposition parse.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from prometheus_client.utils import floatToGoString
+
+FamilyType = Literal["counter", "gauge", "histogram"]
+
+# Engine family (after the vendor prefix) -> type. Summing collapsed series is right for counters
+# and histograms, and for these gauges, which are per-engine totals or one value per engine.
+DEFAULT_ALLOW: Final[dict[str, FamilyType]] = {
+    "prompt_tokens": "counter",
+    "generation_tokens": "counter",
+    "requests": "counter",
+    "num_requests": "counter",
+    "num_running_reqs": "gauge",
+    "num_queue_reqs": "gauge",
+    "num_used_tokens": "gauge",
+    "token_usage": "gauge",
+    "cache_hit_rate": "gauge",
+    "gen_throughput": "gauge",
+    "time_to_first_token_seconds": "histogram",
+    "time_per_output_token_seconds": "histogram",
+    "e2e_request_latency_seconds": "histogram",
+}
+EXPORT_PREFIX: Final = "helios_engine_native_"
+KEPT_LABELS: Final = ("le", "quantile")
+_LABEL_RE: Final = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*(?:,|$)')
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    name: str  # exported family name (counter: without _total)
+    type: FamilyType
+    help: str
+    samples: tuple[tuple[str, tuple[tuple[str, str], ...], float], ...]
+
+
+@dataclass(slots=True)
+class Parsed:
+    families: list[Family] = field(default_factory=list)
+    labels_dropped: Counter[str] = field(default_factory=Counter)  # per engine family
+    malformed_lines: int = 0
+    samples_seen: int = 0  # allow-listed sample lines
+
+
+def _sample_index(allow: dict[str, FamilyType]) -> dict[str, tuple[str, str]]:
+    """Sample name (without vendor) -> (family, sample suffix)."""
+    index: dict[str, tuple[str, str]] = {}
+    for fam, typ in allow.items():
+        if typ == "counter":
+            index[fam + "_total"] = (fam, "_total")
+            index.setdefault(fam, (fam, "_total"))
+        elif typ == "gauge":
+            index[fam] = (fam, "")
+        else:
+            for suffix in ("_bucket", "_sum", "_count"):
+                index[fam + suffix] = (fam, suffix)
+    return index
+
+
+_DEFAULT_INDEX: Final = _sample_index(DEFAULT_ALLOW)
+
+
+def _parse_labels(text: str) -> list[tuple[str, str]] | None:
+    labels: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(text):
+        m = _LABEL_RE.match(text, pos)
+        if m is None:
+            return None if text[pos:].strip() else labels
+        labels.append((m.group(1), m.group(2)))
+        pos = m.end()
+    return labels
+
+
+def parse(
+    text: str,
+    allow: dict[str, FamilyType] | None = None,
+    max_series_per_family: int = 200,
+) -> Parsed:
+    """Filter an engine exposition down to the allow-listed families. Never raises on bad text."""
+    allow = DEFAULT_ALLOW if allow is None else allow
+    index = _DEFAULT_INDEX if allow is DEFAULT_ALLOW else _sample_index(allow)
+    out = Parsed()
+    sums: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = defaultdict(dict)
+    helps: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        brace = line.find("{")
+        space = line.find(" ")
+        end = brace if brace != -1 and (space == -1 or brace < space) else space
+        if end <= 0:
+            out.malformed_lines += 1
+            continue
+        name = line[:end]
+        hit = index.get(name[name.find(":") + 1 :])
+        if hit is None:
+            continue
+        family, suffix = hit
+        out.samples_seen += 1
+        if end == brace:
+            close = line.rfind("}")
+            labels = _parse_labels(line[brace + 1 : close]) if close > brace else None
+            rest = line[close + 1 :] if close > brace else ""
+        else:
+            labels, rest = [], line[end:]
+        value = _parse_value(rest)
+        if labels is None or value is None:
+            out.malformed_lines += 1
+            continue
+        kept: list[tuple[str, str]] = []
+        for label, raw in labels:
+            if label in KEPT_LABELS and (number := _parse_float(raw)) is not None:
+                kept.append((label, floatToGoString(number)))  # type: ignore[no-untyped-call]
+            else:
+                out.labels_dropped[family] += 1
+        if suffix == "_bucket" and not any(k == "le" for k, _ in kept):
+            out.malformed_lines += 1
+            continue
+        if allow[family] == "counter" and (value < 0 or math.isinf(value)):
+            out.malformed_lines += 1
+            continue
+        key = (suffix, tuple(sorted(kept)))
+        bucket = sums[family]
+        if key not in bucket and len(bucket) >= max_series_per_family:
+            out.labels_dropped[family] += 1
+            continue
+        bucket[key] = bucket.get(key, 0.0) + value
+    for family, series in sums.items():
+        built = _build(family, allow[family], series, helps.get(family, ""))
+        if built is None:
+            out.malformed_lines += 1
+        else:
+            out.families.append(built)
+    out.families.sort(key=lambda f: f.name)
+    return out
+
+
+def _parse_float(raw: str) -> float | None:
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def _parse_value(rest: str) -> float | None:
+    parts = rest.split()
+    if not parts or len(parts) > 2:  # value [timestamp]
+        return None
+    return _parse_float(parts[0])
+
+
+def _build(
+    family: str,
+    typ: FamilyType,
+    series: dict[tuple[str, tuple[tuple[str, str], ...]], float],
+    help_text: str,
+) -> Family | None:
+    name = EXPORT_PREFIX + family
+    doc = help_text or f"Engine family {family} re-exported from the engine's /metrics."
+    samples = sorted(
+        ((name + suffix, labels, value) for (suffix, labels), value in series.items()),
+        key=lambda s: (s[0], [(k, float(v)) for k, v in s[1]]),
+    )
+    if typ == "histogram" and not _valid_histogram(name, samples):
+        return None
+    return Family(name, typ, doc, tuple(samples))
+
+
+def _valid_histogram(
+    name: str, samples: list[tuple[str, tuple[tuple[str, str], ...], float]]
+) -> bool:
+    """Only a histogram that is still cumulative after the label merge is re-exported."""
+    buckets = sorted(
+        (float(dict(labels)["le"]), value)
+        for sname, labels, value in samples
+        if sname == name + "_bucket" and len(labels) == 1
+    )
+    count = [v for s, labels, v in samples if s == name + "_count" and not labels]
+    if not buckets or buckets[-1][0] != math.inf or len(count) != 1:
+        return False
+    if any(b[1] < a[1] for a, b in itertools.pairwise(buckets)):
+        return False
+    return buckets[-1][1] == count[0]

@@ -1,0 +1,43 @@
+"""POST /restore/events: body model and bearer-token check."""
+
+from __future__ import annotations
+
+import hmac
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_BODY_BYTES = 4096
+
+
+class RestoreEventIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")
+    event: Literal["drain_started", "restore_started", "window_closed", "abort"]
+    note: str | None = Field(default=None, max_length=256)
+
+
+class RestoreEventOut(BaseModel):
+    accepted: bool
+    duplicate: bool
+    phase: str
+    window_open: bool
+    window_start: float | None
+
+
+def read_token(path: Path) -> bytes:
+    """The token file's content without surrounding whitespace; empty files are refused."""
+    token = path.read_bytes().strip()
+    if not token:
+        raise ValueError(f"{path} is empty")
+    return token
+
+
+def authorized(header: str | None, token: bytes) -> bool:
+    if not header:
+        return False
+    scheme, _, given = header.partition(" ")
+    # compare_digest on bytes of possibly different length still takes time independent of content.
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token)

@@ -1,0 +1,214 @@
+"""Assemble the sidecar from a Config: sources, poller, collectors, app; and run it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import structlog
+import uvicorn
+from prometheus_client import CollectorRegistry
+
+from exporter.app import ExpositionCache, build_app
+from exporter.collectors.exporter_self import ExporterCollector
+from exporter.collectors.offload import OffloadCollector
+from exporter.collectors.passthrough import PassthroughCollector
+from exporter.collectors.restore import RestoreCollector
+from exporter.config import Config
+from exporter.poller import Poller, PreflightProbe
+from exporter.restore import preflight
+from exporter.restore.events import read_token
+from exporter.restore.store import StateStore
+from exporter.restore.window import Bounds
+from exporter.sources.blocking import BoundedRunner
+from exporter.sources.engine import EngineSource, EngineTraffic
+
+log = structlog.get_logger("helios_exporter")
+
+
+@dataclass
+class Sidecar:
+    config: Config
+    poller: Poller
+    registry: CollectorRegistry
+    cache: ExpositionCache
+    client: httpx.AsyncClient
+    events_token: bytes | None
+
+    def status(self) -> dict[str, Any]:
+        p = self.poller
+        state = p.restore.state
+        window = state.window
+        snap = p.engine.snapshot
+        bounds = p.bounds
+        return {
+            "generation": snap.generation if snap else None,
+            "generation_derived": snap.generation_derived if snap else None,
+            "engine_url": self.config.engine_url,
+            "engine_up": p.engine.snapshot_current,
+            "restore": {
+                "phase": state.phase,
+                "window_open": window is not None,
+                "window": None if window is None else {
+                    "start": window.start,
+                    "cause": window.cause,
+                    "request_cutoff_deadline": window.deadline(bounds, "request_cutoff"),
+                    "restore_deadline": window.deadline(bounds, "restore"),
+                    "seconds_to_request_cutoff": window.deadline(bounds, "request_cutoff")
+                    - time.time(),
+                    "seconds_to_restore_deadline": window.deadline(bounds, "restore")
+                    - time.time(),
+                    "last_inflight": window.last_inflight,
+                    "drained": window.drained,
+                    "incumbent": None if window.incumbent is None else vars_of(window.incumbent),
+                    "restored": None if window.restored is None else vars_of(window.restored),
+                    "preflight": window.preflight,
+                },
+                "checks": state.checks,
+                "last_window": None if state.last_window is None else vars_of(state.last_window),
+                "state_file": str(p.store.path),
+                "state_write_errors": p.restore.write_errors,
+                "last_state_write_error": p.restore.last_write_error or None,
+            },
+            "bounds": {"request_cutoff": bounds.request_cutoff,
+                       "restore_bound": bounds.restore_bound, "down_grace": bounds.down_grace},
+            "sources": {name: h.as_status() for name, h in p.health.items()},
+            "poll_cycles": p.cycles,
+        }
+
+
+def vars_of(obj: Any) -> dict[str, Any]:
+    return {k: getattr(obj, k) for k in obj.__slots__}
+
+
+def build(config: Config) -> Sidecar:
+    timeout = httpx.Timeout(config.timeout)
+    client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=8),
+                               headers={"User-Agent": "helios-exporter/0.1"})
+    traffic = EngineTraffic()
+    engine = EngineSource(client, config.engine_url, config.max_response_bytes, traffic)
+    preflight_probes: dict[str, PreflightProbe] = {}
+    auth = None
+    if config.preflight_auth_file is not None:
+        auth = config.preflight_auth_file.read_text().strip()
+    for probe, url in (("direct", config.preflight_direct_url),
+                       ("routed", config.preflight_routed_url)):
+        if url is not None:
+            preflight_probes[probe] = _probe(client, url, config, auth)
+    bounds = Bounds(config.request_cutoff, config.restore_bound, config.down_grace,
+                    tuple(preflight_probes))
+    blocking: dict[str, BoundedRunner[Any]] = {}
+    blocking.update(_blocking_sources(config))
+    registry = CollectorRegistry(auto_describe=False)
+    cache = ExpositionCache(registry)
+    poller = Poller(engine, traffic, bounds, StateStore(config.state_dir), config.poll_interval,
+                    config.max_series_per_family, blocking, preflight_probes,
+                    on_cycle=cache.invalidate)
+    registry.register(OffloadCollector(lambda: poller.engine, lambda: poller.restore.state))
+    registry.register(PassthroughCollector(lambda: poller.engine))
+    registry.register(RestoreCollector(lambda: poller.restore, bounds))
+    registry.register(ExporterCollector(poller))
+    for collector in _blocking_collectors(poller):
+        registry.register(collector)
+    token = None if config.events_token_file is None else read_token(config.events_token_file)
+    return Sidecar(config, poller, registry, cache, client, token)
+
+
+def _probe(client: httpx.AsyncClient, url: str, config: Config, auth: str | None) -> PreflightProbe:
+    async def run() -> tuple[bool, str]:
+        return await preflight.probe(client, url, config.preflight_max_tokens,
+                                     config.preflight_timeout, auth)
+    return run
+
+
+def _blocking_sources(config: Config) -> dict[str, BoundedRunner[Any]]:
+    """NVML and host sources, when their modules are present."""
+    out: dict[str, BoundedRunner[Any]] = {}
+    try:
+        from exporter.sources.host import HostSource
+    except ImportError:
+        HostSource = None  # type: ignore[assignment,misc]
+    if HostSource is not None:
+        host = HostSource(config.engine_pid_file, config.engine_process_name)
+        out["host"] = BoundedRunner("host", host.poll, 2.0)
+    if not config.no_nvml:
+        try:
+            from exporter.sources.nvml import NvmlSource
+        except ImportError:
+            return out
+        nvml = NvmlSource()
+        out["nvml"] = BoundedRunner("nvml", nvml.poll, config.nvml_timeout)
+    return out
+
+
+def _blocking_collectors(poller: Poller) -> list[Any]:
+    collectors: list[Any] = []
+    if "host" in poller.blocking:
+        from exporter.collectors.host import HostCollector
+        collectors.append(HostCollector(lambda: poller.latest.get("host")))
+    if "nvml" in poller.blocking:
+        from exporter.collectors.gpu import GpuCollector
+        collectors.append(GpuCollector(lambda: poller.latest.get("nvml"),
+                                       lambda: poller.engine.snapshot))
+    return collectors
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the sidecar stops the poller first."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def serve(config: Config) -> int:
+    sidecar = build(config)
+    poller = sidecar.poller
+    poller.load_state()
+    app = build_app(poller, sidecar.cache, sidecar.status, sidecar.events_token)
+    server = _Server(uvicorn.Config(
+        app, host=config.listen_host, port=config.listen_port, log_config=None,
+        access_log=False, lifespan="off", timeout_graceful_shutdown=2,
+    ))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("sidecar_starting", engine_url=config.engine_url,
+             listen=f"{config.listen_host}:{config.listen_port}",
+             poll_interval=config.poll_interval, state_dir=str(config.state_dir),
+             events_api=sidecar.events_token is not None,
+             preflight=list(poller.preflight), sources=list(poller.blocking))
+    async with _running(poller, server, stop):
+        await stop.wait()
+    log.info("sidecar_stopped", cycles=poller.cycles)
+    return 0
+
+
+@contextlib.asynccontextmanager
+async def _running(
+    poller: Poller, server: uvicorn.Server, stop: asyncio.Event
+) -> AsyncIterator[None]:
+    server_task = asyncio.create_task(server.serve())
+    poll_task = asyncio.create_task(poller.run_forever())
+    server_task.add_done_callback(lambda _: stop.set())
+    try:
+        yield
+    finally:
+        # Stop polling first; a poll cut mid-flight leaves the last persisted state, which is
+        # always a complete one (state is written atomically at each transition).
+        poll_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await poll_task
+        poller._persist(poller.restore.state)
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await server_task
+        await poller.engine_source.client.aclose()
+        poller.close()

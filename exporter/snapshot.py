@@ -1,0 +1,261 @@
+"""Snapshot v1 of the engine's host offload tier: JSON Schema validation and typed parsing.
+
+`parse_snapshot(body)` either returns an immutable `Snapshot` or raises `SnapshotError` whose
+`path` names the offending field (`offload.slabs.row.free`). Unknown fields are ignored; a section
+the engine leaves out is `None` here, so its metrics stay absent rather than reading 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+import jsonschema
+
+from exporter.labels import ErrorReason
+
+AdmissionState = Literal["open", "draining", "closed"]
+
+
+class SnapshotError(ValueError):
+    """A snapshot that cannot be used; `reason` is a closed-set value, `path` a field path."""
+
+    def __init__(self, reason: ErrorReason, message: str, path: str = "") -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.reason = reason
+        self.path = path
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    image_digest: str | None = None
+    container_id: str | None = None
+    package: str | None = None
+    checkpoint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    state: AdmissionState
+    inflight_requests: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Rank:
+    rank: int
+    gpu_uuid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Slab:
+    capacity: int
+    free: int
+    record_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Evictions:
+    attempts: int
+    outcomes: dict[str, int]  # only the outcomes the engine reported
+
+
+@dataclass(frozen=True, slots=True)
+class Lookups:
+    total: int
+    hits: int | None
+    misses: dict[str, int] | None  # raw engine keys; mapped onto the closed set in derive
+
+
+@dataclass(frozen=True, slots=True)
+class HostTier:
+    stores: int | None
+    tokens_restored: int | None
+    prompt_tokens_reused: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Offload:
+    budget_bytes: int | None
+    slabs: dict[str, Slab]
+    resident_records: int | None
+    resident_bytes: int | None
+    evictions: dict[str, Evictions]
+    retired_leaves: dict[str, int]
+    ancestor_row_compactions: int | None
+    lookups: Lookups | None
+    host: HostTier | None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    generation: str
+    generation_derived: bool  # True when the engine sent none and we derived it
+    started_at: float | None
+    identity: Identity | None
+    admission: Admission | None
+    ranks: tuple[Rank, ...] | None
+    offload: Offload | None
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The JSON Schema of snapshot v1 shipped in the package."""
+    text = resources.files("exporter.schema").joinpath("snapshot-v1.schema.json").read_text()
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(schema())
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"non-finite number {name} is not valid JSON")
+
+
+def _path(parts: Any) -> str:
+    return ".".join(str(p) for p in parts)
+
+
+def decode_json(body: bytes) -> Any:
+    """Strict JSON: UTF-8 only, no NaN/Infinity, no numbers that overflow a float."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(ErrorReason.DECODE, f"body is not UTF-8 ({exc.reason})") from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise SnapshotError(ErrorReason.DECODE, "JSON nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, int-digit limit, NaN/Infinity
+        raise SnapshotError(ErrorReason.DECODE, f"body is not valid JSON: {exc}") from None
+
+
+def derive_generation(identity: Identity | None, started_at: float | None) -> str:
+    """Generation for an engine that sends none: stable for one incarnation, new for the next."""
+    material = json.dumps(
+        [
+            None if identity is None else [identity.image_digest, identity.container_id,
+                                           identity.package, identity.checkpoint],
+            None if started_at is None else round(started_at, 3),
+        ]
+    )
+    return "d-" + hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def parse_snapshot(body: bytes) -> Snapshot:
+    return snapshot_from_obj(decode_json(body))
+
+
+def snapshot_from_obj(obj: Any) -> Snapshot:
+    if isinstance(obj, dict) and "schema_version" in obj and obj["schema_version"] != 1:
+        version = obj["schema_version"]
+        shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
+        raise SnapshotError(
+            ErrorReason.UNSUPPORTED_VERSION,
+            f"schema_version {shown} is not supported (this sidecar reads 1)",
+            "schema_version",
+        )
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(obj))
+    if error is not None:
+        # The message can echo input; keep it short, it goes to logs and /status only.
+        raise SnapshotError(ErrorReason.SCHEMA, error.message[:200], _path(error.absolute_path))
+    return _build(obj)
+
+
+_IDENTITY_FIELDS = ("image_digest", "container_id", "package", "checkpoint")
+
+
+def _build(obj: dict[str, Any]) -> Snapshot:
+    identity = None
+    if (ident := obj.get("identity")) is not None:
+        identity = Identity(*(ident.get(k) for k in _IDENTITY_FIELDS))
+    started_at = obj.get("started_at")
+    if started_at is not None:
+        started_at = float(started_at)
+        if not math.isfinite(started_at):
+            raise SnapshotError(ErrorReason.SCHEMA, "must be finite", "started_at")
+    generation = obj.get("generation")
+    admission = None
+    if (adm := obj.get("admission")) is not None:
+        inflight = adm.get("inflight_requests")
+        admission = Admission(adm["state"], None if inflight is None else int(inflight))
+    ranks = None
+    if (raw_ranks := obj.get("ranks")) is not None:
+        ranks = tuple(Rank(int(r["rank"]), r["gpu_uuid"]) for r in raw_ranks)
+    offload = None if (off := obj.get("offload")) is None else _build_offload(off)
+    return Snapshot(
+        generation=(
+            generation if generation is not None else derive_generation(identity, started_at)
+        ),
+        generation_derived=generation is None,
+        started_at=started_at,
+        identity=identity,
+        admission=admission,
+        ranks=ranks,
+        offload=offload,
+    )
+
+
+def _opt_int(section: dict[str, Any], key: str) -> int | None:
+    value = section.get(key)
+    return None if value is None else int(value)
+
+
+def _build_offload(off: dict[str, Any]) -> Offload:
+    slabs: dict[str, Slab] = {}
+    for kind, raw in (off.get("slabs") or {}).items():
+        if kind not in ("row", "page"):
+            continue
+        slab = Slab(int(raw["capacity"]), int(raw["free"]), int(raw["record_bytes"]))
+        if slab.free > slab.capacity:
+            raise SnapshotError(
+                ErrorReason.SCHEMA,
+                f"free ({slab.free}) exceeds capacity ({slab.capacity})",
+                f"offload.slabs.{kind}.free",
+            )
+        slabs[kind] = slab
+    evictions: dict[str, Evictions] = {}
+    for pressure, raw in (off.get("evictions") or {}).items():
+        if pressure not in ("row", "page"):
+            continue
+        outcomes = {
+            k: int(raw[k]) for k in ("evicted", "pinned", "non_durable", "no_eligible") if k in raw
+        }
+        evictions[pressure] = Evictions(int(raw["attempts"]), outcomes)
+    retired = {
+        k: int(v) for k, v in (off.get("retired_leaves") or {}).items() if k in ("row", "page")
+    }
+    resident = off.get("resident") or {}
+    lookups = None
+    if (raw_lookups := off.get("lookups")) is not None:
+        misses = raw_lookups.get("misses")
+        lookups = Lookups(
+            total=int(raw_lookups["total"]),
+            hits=_opt_int(raw_lookups, "hits"),
+            misses=None if misses is None else {str(k): int(v) for k, v in misses.items()},
+        )
+    host = None
+    if (raw_host := off.get("host")) is not None:
+        host = HostTier(
+            _opt_int(raw_host, "stores"),
+            _opt_int(raw_host, "tokens_restored"),
+            _opt_int(raw_host, "prompt_tokens_reused"),
+        )
+    return Offload(
+        budget_bytes=_opt_int(off, "budget_bytes"),
+        slabs=slabs,
+        resident_records=_opt_int(resident, "records"),
+        resident_bytes=_opt_int(resident, "bytes"),
+        evictions=evictions,
+        retired_leaves=retired,
+        ancestor_row_compactions=_opt_int(off, "ancestor_row_compactions"),
+        lookups=lookups,
+        host=host,
+    )

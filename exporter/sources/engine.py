@@ -1,0 +1,89 @@
+"""The engine's two polled endpoints: the offload snapshot and its own /metrics."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+from exporter import passthrough
+from exporter.labels import ErrorReason
+from exporter.snapshot import Snapshot, SnapshotError, parse_snapshot
+from exporter.sources.base import Result
+from exporter.sources.http import FetchError, bounded_get
+
+SNAPSHOT_PATH = "/debug/offload/snapshot"
+METRICS_PATH = "/metrics"
+
+
+@dataclass(slots=True)
+class EngineTraffic:
+    """What the sidecar costs the engine: requests by path and outcome, body bytes by path."""
+
+    requests: Counter[tuple[str, str]] = field(default_factory=Counter)
+    response_bytes: Counter[str] = field(default_factory=Counter)
+
+    def count(self, path: str, outcome: str, size: int) -> None:
+        self.requests[(path, outcome)] += 1
+        self.response_bytes[path] += size
+
+
+class EngineSource:
+    """Fetches one engine path and parses it; never raises."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        max_bytes: int,
+        traffic: EngineTraffic,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.base_url = base_url.rstrip("/")
+        self.max_bytes = max_bytes
+        self.traffic = traffic
+        self.clock = clock
+
+    async def _get(self, path: str, label: str) -> tuple[bytes | None, ErrorReason | None, str]:
+        try:
+            resp = await bounded_get(self.client, self.base_url + path, self.max_bytes)
+        except FetchError as exc:
+            self.traffic.count(label, exc.reason.value, 0)
+            return None, exc.reason, str(exc)
+        self.traffic.count(label, "ok", len(resp.body))
+        return resp.body, None, ""
+
+    async def snapshot(self) -> Result[Snapshot]:
+        started, t0 = self.clock(), time.perf_counter()
+        body, reason, message = await self._get(SNAPSHOT_PATH, "snapshot")
+        if body is not None:
+            try:
+                snap = parse_snapshot(body)
+            except SnapshotError as exc:
+                reason, message = exc.reason, f"snapshot {exc}"
+            else:
+                return Result(snap, started, time.perf_counter() - t0)
+        assert reason is not None
+        return Result(None, started, time.perf_counter() - t0, reason, message)
+
+    async def metrics(self, max_series_per_family: int) -> Result[passthrough.Parsed]:
+        started, t0 = self.clock(), time.perf_counter()
+        body, reason, message = await self._get(METRICS_PATH, "metrics")
+        if body is not None:
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError:
+                reason, message = ErrorReason.DECODE, "engine /metrics is not UTF-8"
+            else:
+                parsed = passthrough.parse(text, max_series_per_family=max_series_per_family)
+                if parsed.samples_seen and parsed.malformed_lines >= parsed.samples_seen:
+                    reason = ErrorReason.DECODE
+                    message = f"engine /metrics: {parsed.malformed_lines} malformed lines"
+                else:
+                    return Result(parsed, started, time.perf_counter() - t0)
+        assert reason is not None
+        return Result(None, started, time.perf_counter() - t0, reason, message)
