@@ -15,7 +15,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
 
 from exporter.poller import Poller
@@ -82,7 +82,7 @@ def build_app(
     async def metrics(request: Request) -> Response:
         om = wants_openmetrics(request.headers.get("accept"))
         body = cache.render(om)
-        ctype = openmetrics.CONTENT_TYPE_LATEST if om else CONTENT_TYPE_LATEST
+        ctype = openmetrics.CONTENT_TYPE_LATEST if om else CONTENT_TYPE_PLAIN_0_0_4
         return Response(body, media_type=ctype)
 
     @app.get("/healthz")

@@ -4,8 +4,8 @@ Engines name families `<vendor>:<name>` (SGLang: `sglang:prompt_tokens_total`, t
 `helios:...`). The vendor prefix is dropped and the family is re-exported as
 `helios_engine_native_<name>`: colons are reserved for recording rules, and one exporter name per
 family keeps dashboards independent of the engine vendor. Every engine label is dropped (its values
-are free text such as a model path or a request id) except `le` and `quantile`, which are re-rendered
-from their parsed numbers; series that collapse onto the same labels are summed. Lines of other
+are free text such as a model path or a request id) except a histogram bucket's `le`, re-rendered
+from its parsed number; series that collapse onto the same labels are summed. Lines of other
 families are skipped by a dictionary lookup on the sample name, which is why this is several times
 cheaper than a full exposition parse.
 """
@@ -41,7 +41,6 @@ DEFAULT_ALLOW: Final[dict[str, FamilyType]] = {
     "e2e_request_latency_seconds": "histogram",
 }
 EXPORT_PREFIX: Final = "helios_engine_native_"
-KEPT_LABELS: Final = ("le", "quantile")
 _LABEL_RE: Final = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*(?:,|$)')
 
 
@@ -129,7 +128,11 @@ def parse(
             continue
         kept: list[tuple[str, str]] = []
         for label, raw in labels:
-            if label in KEPT_LABELS and (number := _parse_float(raw)) is not None:
+            if (
+                label == "le"
+                and suffix == "_bucket"
+                and (number := _parse_float(raw)) is not None
+            ):
                 kept.append((label, floatToGoString(number)))  # type: ignore[no-untyped-call]
             else:
                 out.labels_dropped[family] += 1

@@ -63,7 +63,7 @@ class ExporterCollector:
         for name, value, doc in (
             ("helios_exporter_engine_malformed_lines_total", eng.malformed_lines,
              "Allow-listed engine /metrics lines that could not be parsed."),
-            ("helios_exporter_engine_counter_regressions_total", eng.counter_decreases,
+            ("helios_exporter_snapshot_regressions_total", eng.counter_decreases,
              "Snapshot counters that decreased within one generation (an engine defect)."),
             ("helios_exporter_poll_cycles_total", p.cycles, "Completed poll cycles."),
         ):

@@ -1,0 +1,67 @@
+"""Test helpers shared by several test modules."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def contract_example() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FIXTURES / "snapshots" / "contract_example.json").read_text())
+    return data
+
+
+def promtool_check_metrics(text: bytes) -> None:
+    """Fail the test unless `promtool check metrics` accepts the exposition."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool not on PATH (scripts/bootstrap installs Debian's prometheus)")
+    proc = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                          check=False, timeout=30)
+    assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
+
+
+class StubEngine:
+    """An httpx.MockTransport handler serving a snapshot and a /metrics text that tests mutate."""
+
+    def __init__(self, snapshot: dict[str, Any] | bytes | None = None, metrics: str = "") -> None:
+        self.snapshot = contract_example() if snapshot is None else snapshot
+        self.metrics = metrics
+        self.status = 200
+        self.requests: list[str] = []
+
+    def __call__(self, request: Any) -> Any:
+        import httpx
+
+        self.requests.append(request.url.path)
+        if self.status != 200:
+            return httpx.Response(self.status, text="<html>error</html>")
+        if request.url.path == "/debug/offload/snapshot":
+            body = self.snapshot if isinstance(self.snapshot, bytes) else json.dumps(self.snapshot)
+            return httpx.Response(200, content=body)
+        if request.url.path == "/metrics":
+            return httpx.Response(200, text=self.metrics)
+        return httpx.Response(404)
+
+
+def make_sidecar(engine: StubEngine, state_dir: Path, **overrides: Any) -> Any:
+    """A fully assembled sidecar whose engine client talks to `engine` in memory."""
+    import httpx
+
+    from exporter.config import Config
+    from exporter.sidecar import build
+
+    config = Config(engine_url="http://engine.invalid", state_dir=state_dir, no_nvml=True,
+                    **overrides)
+    sidecar = build(config)
+    client = httpx.AsyncClient(transport=httpx.MockTransport(engine))
+    sidecar.client = client
+    sidecar.poller.engine_source.client = client
+    return sidecar

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+
+from exporter.app import build_app
+from tests.helpers import StubEngine, make_sidecar, promtool_check_metrics
+
+
+async def _client_for(engine: StubEngine, tmp_path: Path):  # type: ignore[no-untyped-def]
+    sidecar = make_sidecar(engine, tmp_path)
+    app = build_app(sidecar.poller, sidecar.cache, sidecar.status, None)
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sidecar")
+    return sidecar, client
+
+
+def test_endpoints_before_and_after_first_cycle(tmp_path: Path) -> None:
+    async def run() -> None:
+        engine = StubEngine()
+        sidecar, client = await _client_for(engine, tmp_path)
+        assert (await client.get("/healthz")).status_code == 200
+        assert (await client.get("/readyz")).status_code == 503
+        await sidecar.poller.cycle()
+        assert (await client.get("/readyz")).status_code == 200
+        text = await client.get("/metrics")
+        assert text.headers["content-type"].startswith("text/plain; version=0.0.4")
+        promtool_check_metrics(text.content)
+        om = await client.get("/metrics", headers={"Accept": "application/openmetrics-text; "
+                                                   "version=1.0.0,text/plain;q=0.5"})
+        assert om.headers["content-type"].startswith("application/openmetrics-text")
+        assert om.text.rstrip().endswith("# EOF")
+        status = (await client.get("/status")).json()
+        assert status["generation"] == "g-20261129T0412Z-7f3a"
+        assert status["restore"]["phase"] == "serving"
+        assert status["sources"]["engine_snapshot"]["up"] is True
+        await client.aclose()
+        await sidecar.client.aclose()
+        sidecar.poller.close()
+
+    asyncio.run(run())
+
+
+def test_fifty_scrapes_cause_no_engine_requests(tmp_path: Path) -> None:
+    async def run() -> None:
+        engine = StubEngine()
+        sidecar, client = await _client_for(engine, tmp_path)
+        await sidecar.poller.cycle()
+        before = len(engine.requests)
+        assert before == 2  # one snapshot, one /metrics
+        bodies = await asyncio.gather(*(client.get("/metrics") for _ in range(50)))
+        assert all(b.status_code == 200 for b in bodies)
+        assert len(engine.requests) == before
+        await sidecar.poller.cycle()
+        assert len(engine.requests) == before + 2
+        await client.aclose()
+        await sidecar.client.aclose()
+        sidecar.poller.close()
+
+    asyncio.run(run())
+
+
+def test_broken_engine_keeps_a_valid_exposition_and_recovers(tmp_path: Path) -> None:
+    async def run() -> None:
+        engine = StubEngine()
+        sidecar, client = await _client_for(engine, tmp_path)
+        await sidecar.poller.cycle()
+        engine.status = 502
+        await sidecar.poller.cycle()
+        broken = await client.get("/metrics")
+        promtool_check_metrics(broken.content)
+        assert "helios_engine_up 0.0" in broken.text
+        assert 'helios_exporter_source_up{source="engine_snapshot"} 0.0' in broken.text
+        assert ('helios_exporter_source_errors_total{reason="http_status",'
+                'source="engine_snapshot"} 1.0') in broken.text
+        assert "helios_offload_slab_free" not in broken.text  # stale values are not shown
+        engine.status = 200
+        await sidecar.poller.cycle()
+        healed = await client.get("/metrics")
+        assert "helios_engine_up 1.0" in healed.text and "helios_offload_slab_free" in healed.text
+        await client.aclose()
+        await sidecar.client.aclose()
+        sidecar.poller.close()
+
+    asyncio.run(run())

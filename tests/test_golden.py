@@ -1,0 +1,83 @@
+"""Golden expositions for fixed engine inputs. Regenerate with `pytest --update-golden`."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from exporter.collectors.offload import OffloadCollector
+from exporter.collectors.passthrough import PassthroughCollector
+from exporter.collectors.restore import RestoreCollector
+from tests.conftest import SHARED
+from tests.helpers import StubEngine, contract_example, make_sidecar, promtool_check_metrics
+
+GOLDEN = Path(__file__).parent / "golden"
+SGLANG = (SHARED / "fixtures" / "real" / "sglang_production_metrics.prom").read_text()
+
+
+def minimal() -> dict[str, Any]:
+    return {"schema_version": 1, "generation": "g-minimal"}
+
+
+def no_generation() -> dict[str, Any]:
+    obj = contract_example()
+    del obj["generation"]
+    return obj
+
+
+def second_poll() -> list[dict[str, Any]]:
+    first = contract_example()
+    second = contract_example()
+    second["offload"]["evictions"]["row"]["attempts"] = 55
+    second["offload"]["evictions"]["row"]["evicted"] = 44
+    return [first, second]
+
+
+CASES = {
+    "contract_example": ([contract_example()], SGLANG),
+    "minimal": ([minimal()], ""),
+    "no_generation": ([no_generation()], ""),
+    "row_pressure_two_polls": (second_poll(), ""),
+}
+
+
+def engine_exposition(polls: list[dict[str, Any]], metrics: str, tmp_path: Path) -> bytes:
+    engine = StubEngine(polls[0], metrics)
+    sidecar = make_sidecar(engine, tmp_path)
+
+    async def run() -> None:
+        for snap in polls:
+            engine.snapshot = snap
+            await sidecar.poller.cycle()
+        await sidecar.client.aclose()
+
+    asyncio.run(run())
+    registry = CollectorRegistry()
+    poller = sidecar.poller
+    registry.register(OffloadCollector(lambda: poller.engine, lambda: poller.restore.state))
+    registry.register(PassthroughCollector(lambda: poller.engine))
+    registry.register(RestoreCollector(lambda: poller.restore, poller.bounds))
+    sidecar.poller.close()
+    return generate_latest(registry)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden_exposition(case: str, tmp_path: Path, update_golden: bool) -> None:
+    polls, metrics = CASES[case]
+    text = engine_exposition(polls, metrics, tmp_path)
+    path = GOLDEN / f"{case}.prom"
+    if update_golden:
+        path.write_bytes(text)
+    promtool_check_metrics(text)
+    assert path.exists(), f"missing {path}: run pytest --update-golden and review the diff"
+    assert text.decode() == path.read_text()
+
+
+def test_golden_row_pressure_counts_the_second_poll(tmp_path: Path) -> None:
+    text = engine_exposition(second_poll(), "", tmp_path).decode()
+    assert ('helios_offload_row_pressure_with_page_headroom_total'
+            '{generation="g-20261129T0412Z-7f3a"} 15.0') in text

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter import passthrough
+from exporter.collectors.passthrough import PassthroughCollector
+from exporter.poller import EngineState
+from tests.conftest import SHARED
+from tests.helpers import promtool_check_metrics
+
+SGLANG = (SHARED / "fixtures" / "real" / "sglang_production_metrics.prom").read_text()
+
+
+def render(parsed: passthrough.Parsed, generation: str = "g-1") -> bytes:
+    registry = CollectorRegistry()
+    state = EngineState(passthrough=parsed, passthrough_generation=generation)
+    registry.register(PassthroughCollector(lambda: state))
+    return generate_latest(registry)
+
+
+def test_real_sglang_output_goes_through_and_passes_promtool() -> None:
+    parsed = passthrough.parse(SGLANG)
+    names = {f.name for f in parsed.families}
+    assert "helios_engine_native_prompt_tokens" in names
+    assert "helios_engine_native_e2e_request_latency_seconds" in names
+    assert parsed.malformed_lines == 0
+    text = render(parsed)
+    promtool_check_metrics(text)
+    families = {f.name: f for f in text_string_to_metric_families(text.decode())}
+    prompt = families["helios_engine_native_prompt_tokens"]
+    assert prompt.type == "counter"
+    assert [(s.labels, s.value) for s in prompt.samples] == [({"generation": "g-1"}, 8128902.0)]
+    # The model path label is engine free text: it never reaches a label.
+    assert b"meta-llama" not in text and b"sglang" not in text
+    # Every exported engine series carries the generation.
+    for fam in families.values():
+        for sample in fam.samples:
+            assert sample.labels["generation"] == "g-1"
+
+
+def test_request_id_label_is_dropped_summed_and_counted() -> None:
+    lines = ["# TYPE helios:requests_total counter"]
+    lines += [f'helios:requests_total{{model_name="m",request_id="r{i}"}} 1' for i in range(20000)]
+    parsed = passthrough.parse("\n".join(lines))
+    (fam,) = parsed.families
+    assert fam.samples == (("helios_engine_native_requests_total", (), 20000.0),)
+    assert parsed.labels_dropped["requests"] == 40000  # model_name and request_id, per series
+
+
+def test_not_allow_listed_families_are_skipped() -> None:
+    parsed = passthrough.parse('process_cpu_seconds_total 3\nsglang:secret{x="y"} 1\n')
+    assert parsed.families == [] and parsed.samples_seen == 0
+
+
+def test_malformed_lines_are_counted_not_fatal() -> None:
+    text = "\n".join([
+        'helios:num_running_reqs{model_name="m"} 3',
+        'helios:num_queue_reqs{model_name="m} 3',  # unterminated label value
+        "helios:token_usage not-a-number",
+        "helios:gen_throughput",
+        '{model_name="m"} 1',
+        "helios:prompt_tokens_total -5",  # negative counter
+    ])
+    parsed = passthrough.parse(text)
+    assert [f.name for f in parsed.families] == ["helios_engine_native_num_running_reqs"]
+    assert parsed.malformed_lines == 5
+
+
+def test_label_injection_cannot_escape() -> None:
+    text = 'helios:num_running_reqs{model_name="a\\"} evil{x=\\"1",le="1"} 2\n'
+    parsed = passthrough.parse(text)
+    out = render(parsed)
+    promtool_check_metrics(out)
+    assert b"evil" not in out
+
+
+def test_histogram_that_breaks_when_merged_is_dropped() -> None:
+    text = "\n".join([
+        'helios:e2e_request_latency_seconds_bucket{m="a",le="1"} 5',
+        'helios:e2e_request_latency_seconds_bucket{m="a",le="+Inf"} 4',  # not cumulative
+        'helios:e2e_request_latency_seconds_count{m="a"} 4',
+        'helios:e2e_request_latency_seconds_sum{m="a"} 1',
+    ])
+    parsed = passthrough.parse(text)
+    assert parsed.families == []
+    assert parsed.malformed_lines == 1
+
+
+def test_series_per_family_are_capped() -> None:
+    text = "\n".join(
+        f'helios:e2e_request_latency_seconds_bucket{{le="{i}"}} {i}' for i in range(1000)
+    )
+    parsed = passthrough.parse(text, max_series_per_family=50)
+    assert parsed.labels_dropped["e2e_request_latency_seconds"] == 950

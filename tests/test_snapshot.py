@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from exporter.labels import ErrorReason
+from exporter.snapshot import SnapshotError, parse_snapshot, schema, snapshot_from_obj
+from tests.helpers import contract_example
+
+
+def test_contract_example_parses_to_typed_values() -> None:
+    snap = snapshot_from_obj(contract_example())
+    assert snap.generation == "g-20261129T0412Z-7f3a"
+    assert not snap.generation_derived
+    assert snap.admission is not None and snap.admission.state == "open"
+    assert snap.admission.inflight_requests == 3
+    assert snap.offload is not None
+    assert snap.offload.slabs["row"].capacity == 512
+    assert snap.offload.slabs["page"].free == 20480
+    assert snap.offload.evictions["row"].outcomes == {
+        "evicted": 31, "pinned": 4, "non_durable": 3, "no_eligible": 2}
+    assert snap.offload.lookups is not None
+    assert snap.offload.lookups.misses == {"no_prefix": 40, "key_mismatch:ckpt=ab12": 12}
+    assert snap.ranks is not None and [r.rank for r in snap.ranks] == [0, 1]
+
+
+def test_unknown_fields_are_ignored() -> None:
+    obj = contract_example()
+    obj["future_field"] = {"x": [1, 2]}
+    obj["offload"]["slabs"]["row"]["color"] = "blue"
+    snap = snapshot_from_obj(obj)
+    assert snap.offload is not None and snap.offload.slabs["row"].free == 0
+
+
+def test_missing_sections_stay_absent() -> None:
+    obj = contract_example()
+    del obj["offload"]["lookups"], obj["offload"]["host"], obj["admission"], obj["ranks"]
+    snap = snapshot_from_obj(obj)
+    assert snap.admission is None and snap.ranks is None
+    assert snap.offload is not None
+    assert snap.offload.lookups is None and snap.offload.host is None
+
+
+def test_missing_generation_is_derived_from_identity_and_start() -> None:
+    obj = contract_example()
+    del obj["generation"]
+    first = snapshot_from_obj(obj)
+    again = snapshot_from_obj(copy.deepcopy(obj))
+    obj["started_at"] += 60
+    restarted = snapshot_from_obj(obj)
+    assert first.generation_derived
+    assert first.generation == again.generation
+    assert first.generation != restarted.generation
+    assert first.generation.startswith("d-") and len(first.generation) <= 64
+
+
+@pytest.mark.parametrize(
+    ("mutate", "path", "reason"),
+    [
+        (lambda o: o["offload"]["slabs"]["row"].__setitem__("free", "x"),
+         "offload.slabs.row.free", ErrorReason.SCHEMA),
+        (lambda o: o["offload"]["slabs"]["row"].__setitem__("free", 513),
+         "offload.slabs.row.free", ErrorReason.SCHEMA),
+        (lambda o: o["offload"]["evictions"]["row"].__setitem__("attempts", -1),
+         "offload.evictions.row.attempts", ErrorReason.SCHEMA),
+        (lambda o: o.__setitem__("generation", 'bad"}\n'), "generation", ErrorReason.SCHEMA),
+        (lambda o: o.__setitem__("generation", "g" * 65), "generation", ErrorReason.SCHEMA),
+        (lambda o: o["admission"].__setitem__("state", "maybe"), "admission.state",
+         ErrorReason.SCHEMA),
+        (lambda o: o["identity"].__setitem__("container_id", "a b"), "identity.container_id",
+         ErrorReason.SCHEMA),
+        (lambda o: o.__setitem__("schema_version", 2), "schema_version",
+         ErrorReason.UNSUPPORTED_VERSION),
+        (lambda o: o["offload"]["lookups"]["misses"].__setitem__("no_prefix", 1.5),
+         "offload.lookups.misses.no_prefix", ErrorReason.SCHEMA),
+    ],
+)
+def test_errors_name_the_field(mutate, path: str, reason: ErrorReason) -> None:  # type: ignore[no-untyped-def]
+    obj = contract_example()
+    mutate(obj)
+    with pytest.raises(SnapshotError) as info:
+        snapshot_from_obj(obj)
+    assert info.value.path == path
+    assert info.value.reason == reason
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"{", b"<html>502</html>", b"\xff\xfe{}", b"NaN", b'{"schema_version": Infinity}',
+     b"[" * 50000, b"1" * 5000],
+)
+def test_undecodable_bodies(body: bytes) -> None:
+    with pytest.raises(SnapshotError) as info:
+        parse_snapshot(body)
+    assert info.value.reason == ErrorReason.DECODE
+
+
+def test_huge_number_in_a_counter_is_a_schema_error() -> None:
+    text = json.dumps(contract_example()).replace('"attempts": 40', '"attempts": 1e400')
+    with pytest.raises(SnapshotError) as info:
+        parse_snapshot(text.encode())
+    assert info.value.path == "offload.evictions.row.attempts"
+
+
+def test_schema_is_shipped_and_is_draft_2020_12() -> None:
+    assert schema()["$schema"].endswith("2020-12/schema")
+    assert schema()["properties"]["schema_version"] == {"const": 1}
