@@ -1,0 +1,180 @@
+"""HTTP face of the simulated engine: CONTRACT section 1 plus ``/admin/`` endpoints for outages.
+
+While the engine is down (``POST /admin/crash``) every endpoint outside ``/admin/`` answers 503
+without a snapshot, as a stopped container behind a proxy would; ``POST /admin/restart`` brings a
+new incarnation back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated, Any, Literal
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import BaseModel, Field
+from starlette.middleware.base import RequestResponseEndpoint
+
+from simulator.clock import Clock
+from simulator.engine import AdmissionState, EngineUnavailable, SimulatedEngine
+from simulator.runner import ScenarioRunner
+from simulator.scenarios import VOCAB, Scenario
+
+GENERATION_PATTERN = r"^[A-Za-z0-9._:-]{1,64}$"
+LABEL_PATTERN = r"^[A-Za-z0-9._:@/+=-]{1,128}$"
+WORDS = ("the", "host", "tier", "keeps", "rows", "and", "pages", "for", "reuse", "later")
+
+
+class CompletionBody(BaseModel):
+    model: str | None = None
+    prompt: str | list[int]
+    max_tokens: Annotated[int, Field(ge=0, le=8192)] = 16
+
+
+class AdmissionBody(BaseModel):
+    state: AdmissionState
+
+
+class RestartBody(BaseModel):
+    container: Literal["same", "new"] = "same"
+    generation: Annotated[str | None, Field(pattern=GENERATION_PATTERN)] = None
+    image_digest: Annotated[str | None, Field(pattern=LABEL_PATTERN)] = None
+
+
+class InflightBody(BaseModel):
+    count: Annotated[int | None, Field(ge=0)]
+
+
+class TrafficBody(BaseModel):
+    enabled: bool
+
+
+def tokenize(prompt: str | list[int]) -> list[int]:
+    """One token per whitespace-separated word; a list of ints is taken as token ids."""
+    if isinstance(prompt, list):
+        return prompt
+    return [zlib.crc32(word.encode()) % VOCAB for word in prompt.split()]
+
+
+def build_app(
+    engine: SimulatedEngine,
+    *,
+    scenario: Scenario | None = None,
+    clock: Clock | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    max_request_wait_s: float = 30.0,
+) -> FastAPI:
+    """The engine's HTTP app; with a ``scenario``, its lifespan runs the background traffic."""
+    clock = clock or engine.clock
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        task = None
+        if scenario is not None:
+            runner = ScenarioRunner(engine, scenario, clock=clock, sleep=sleep)
+            task = asyncio.create_task(runner.run(), name="simulator-scenario")
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    app = FastAPI(title="Helios engine simulator", lifespan=lifespan)
+
+    @app.middleware("http")
+    async def down_gate(request: Request, call_next: RequestResponseEndpoint) -> Response:
+        if engine.crashed and not request.url.path.startswith("/admin/"):
+            return JSONResponse({"error": "engine down"}, status_code=503)
+        engine.poll()
+        return await call_next(request)
+
+    def state() -> dict[str, Any]:
+        return {
+            "crashed": engine.crashed,
+            "generation": engine.generation,
+            "incarnation": engine.incarnation,
+            "started_at": engine.started_at,
+            "container_id": engine.container_id,
+            "image_digest": engine.image_digest,
+            "admission": engine.admission,
+            "inflight_requests": engine.inflight,
+            "running_requests": engine.running,
+            "inflight_override": engine.inflight_override,
+            "scenario": scenario.describe() if scenario is not None else None,
+        }
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(engine.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/debug/offload/snapshot")
+    async def snapshot() -> dict[str, Any]:
+        return engine.snapshot()
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "admission": engine.admission, "generation": engine.generation}
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionBody) -> dict[str, Any]:
+        tokens = tokenize(body.prompt)
+        try:
+            request = engine.submit(tokens, body.max_tokens, body.model)
+        except EngineUnavailable as exc:
+            raise HTTPException(503, f"engine unavailable: {exc}") from exc
+        await sleep(min(max(0.0, request.finish_at - clock()), max_request_wait_s))
+        engine.finish(request)
+        if not request.finished:
+            raise HTTPException(503, "engine went down while the request ran")
+        text = " ".join(WORDS[i % len(WORDS)] for i in range(body.max_tokens))
+        return {
+            "id": request.request_id,
+            "object": "text_completion",
+            "created": int(request.started_at),
+            "model": body.model or engine.config.model_name,
+            "choices": [{"text": text, "index": 0, "finish_reason": "length"}],
+            "usage": {
+                "prompt_tokens": len(tokens),
+                "completion_tokens": body.max_tokens,
+                "total_tokens": len(tokens) + body.max_tokens,
+            },
+        }
+
+    @app.get("/admin/state")
+    async def admin_state() -> dict[str, Any]:
+        return state()
+
+    @app.post("/admin/admission")
+    async def admin_admission(body: AdmissionBody) -> dict[str, Any]:
+        engine.set_admission(body.state)
+        return state()
+
+    @app.post("/admin/crash")
+    async def admin_crash() -> dict[str, Any]:
+        engine.crash()
+        return state()
+
+    @app.post("/admin/restart")
+    async def admin_restart(body: RestartBody) -> dict[str, Any]:
+        engine.restart(body.container, generation=body.generation, image_digest=body.image_digest)
+        return state()
+
+    @app.post("/admin/inflight")
+    async def admin_inflight(body: InflightBody) -> dict[str, Any]:
+        engine.inflight_override = body.count
+        return state()
+
+    @app.post("/admin/traffic")
+    async def admin_traffic(body: TrafficBody) -> dict[str, Any]:
+        if scenario is None:
+            raise HTTPException(409, "no scenario runs in this app")
+        scenario.traffic_enabled = body.enabled
+        return state()
+
+    return app

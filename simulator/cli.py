@@ -1,0 +1,163 @@
+"""Command line of the simulated engine (``helios-exporter simulate`` and ``python -m simulator``)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import structlog
+import uvicorn
+from fastapi import FastAPI
+
+from simulator.app import build_app
+from simulator.engine import EngineConfig, SimulatedEngine
+from simulator.outage import OutageOptions
+from simulator.runner import DEFAULT_RATES, ENGINE_DEFAULTS, SCENARIOS, build_scenario
+from simulator.slabs import SlabGeometry
+
+log = structlog.get_logger("simulator.cli")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the simulator's options to ``parser``."""
+    parser.add_argument("--listen", required=True, metavar="HOST:PORT",
+                        help="address to serve the engine API on, e.g. 127.0.0.1:8000")
+    parser.add_argument("--scenario", choices=SCENARIOS, default="steady",
+                        help="background traffic and timeline (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="random seed for identities, prompts and timings (default: random)")
+    parser.add_argument("--rate", type=float, default=None, metavar="REQ_PER_S",
+                        help="background requests per second (default: "
+                        + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_RATES.items()) + ")")
+
+    tier = parser.add_argument_group("offload tier")
+    tier.add_argument("--budget-bytes", type=int, default=SlabGeometry.budget_bytes,
+                      help="host offload budget in bytes (default: %(default)s = 32 GiB)")
+    tier.add_argument("--row-fraction", type=float, default=SlabGeometry.row_fraction,
+                      help="share of the budget for recurrent-state rows (default: %(default)s)")
+    tier.add_argument("--row-record-bytes", type=int, default=SlabGeometry.row_record_bytes,
+                      help="bytes of one row record (default: %(default)s = 16 MiB)")
+    tier.add_argument("--page-record-bytes", type=int, default=SlabGeometry.page_record_bytes,
+                      help="bytes of one page record (default: %(default)s = 1 MiB)")
+    tier.add_argument("--tokens-per-page", type=int, default=EngineConfig.tokens_per_page,
+                      help="tokens in one KV page, i.e. one index block (default: %(default)s)")
+    tier.add_argument("--stores-per-request", type=int, default=None, metavar="N",
+                      help="checkpoints stored per request, spread over the prompt's blocks "
+                      "(default: 3; 12 for reverse-replay)")
+
+    ident = parser.add_argument_group("identity")
+    ident.add_argument("--model-name", default=EngineConfig.model_name,
+                       help="served model name, the model_name label (default: %(default)s)")
+    ident.add_argument("--checkpoint", default=EngineConfig.checkpoint,
+                       help="model checkpoint (default: %(default)s)")
+    ident.add_argument("--package", default=EngineConfig.package,
+                       help="engine package (default: %(default)s)")
+    ident.add_argument("--image-digest", default=None,
+                       help="container image digest (default: derived from the seed)")
+    ident.add_argument("--container-id", default=None,
+                       help="container id (default: derived from the seed)")
+
+    out = parser.add_argument_group("outage scenario (seconds may be fractional)")
+    defaults = OutageOptions()
+    out.add_argument("--outage-after", type=float, default=defaults.outage_after, metavar="S",
+                     help="serve this long before admission turns draining (default: %(default)s)")
+    out.add_argument("--drain-seconds", type=float, default=defaults.drain_seconds, metavar="S",
+                     help="stay draining this long, then closed (default: %(default)s)")
+    out.add_argument("--closed-seconds", type=float, default=defaults.closed_seconds, metavar="S",
+                     help="stay closed this long, then the container stops (default: %(default)s)")
+    out.add_argument("--down-seconds", type=float, default=defaults.down_seconds, metavar="S",
+                     help="stay down (503, no snapshot) this long, then restore "
+                     "(default: %(default)s)")
+    out.add_argument("--outage-container", choices=("same", "new"), default=defaults.container,
+                     help="restore into the retained container or a new one (default: %(default)s)")
+    out.add_argument("--outage-keep-generation", action="store_true",
+                     help="restore with the incumbent's generation (a failed fresh_generation)")
+    out.add_argument("--outage-new-image", action="store_true",
+                     help="restore with a different image digest (a failed image check)")
+    out.add_argument("--outage-stuck-requests", type=int, default=0, metavar="N",
+                     help="keep N requests in flight through draining and closed (default: 0)")
+
+
+def _engine_config(args: argparse.Namespace) -> EngineConfig:
+    overrides: dict[str, Any] = dict(ENGINE_DEFAULTS[args.scenario])
+    if args.stores_per_request is not None:
+        overrides["stores_per_request"] = args.stores_per_request
+    if overrides.get("stores_per_request", 1) < 1:
+        raise ValueError("--stores-per-request must be at least 1")
+    geometry = SlabGeometry(
+        budget_bytes=args.budget_bytes, row_fraction=args.row_fraction,
+        row_record_bytes=args.row_record_bytes, page_record_bytes=args.page_record_bytes,
+    )
+    return EngineConfig(
+        geometry=geometry, tokens_per_page=args.tokens_per_page, model_name=args.model_name,
+        checkpoint=args.checkpoint, package=args.package, image_digest=args.image_digest,
+        container_id=args.container_id, **overrides,
+    )
+
+
+def create_app(args: argparse.Namespace) -> FastAPI:
+    """The app ``run`` serves, built from parsed arguments (raises ValueError on bad options)."""
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    outage = OutageOptions(
+        outage_after=args.outage_after, drain_seconds=args.drain_seconds,
+        closed_seconds=args.closed_seconds, down_seconds=args.down_seconds,
+        container=args.outage_container, keep_generation=args.outage_keep_generation,
+        new_image=args.outage_new_image, stuck_requests=args.outage_stuck_requests,
+    )
+    engine = SimulatedEngine(_engine_config(args), seed=seed)
+    scenario = build_scenario(args.scenario, seed=seed, rate=args.rate, outage=outage)
+    log.info("simulator_configured", scenario=args.scenario, seed=seed,
+             generation=engine.generation)
+    return build_app(engine, scenario=scenario)
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--listen must be HOST:PORT, got {listen!r}")
+    return host.strip("[]"), int(port)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn re-raises SIGINT/SIGTERM after a graceful shutdown; we return an exit code."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        handled = (signal.SIGINT, signal.SIGTERM)
+        originals = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in originals.items():
+                signal.signal(sig, handler)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the simulated engine until SIGINT or SIGTERM; the exit code."""
+    try:
+        host, port = parse_listen(args.listen)
+        app = create_app(args)
+    except ValueError as exc:
+        print(f"simulate: {exc}", file=sys.stderr)
+        return 2
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    try:
+        _Server(config).run()
+    except SystemExit as exc:  # uvicorn exits (code 3) when it cannot bind or start
+        return 1 if exc.code else 0
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m simulator", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

@@ -1,0 +1,318 @@
+"""Prefix index: a radix tree over token blocks whose checkpoints own host rows and pages.
+
+One block is one page worth of tokens. A node ends at a block boundary; the edge from its parent
+holds the node's blocks and one page per block. A node with a ``row`` is a reusable checkpoint (the
+recurrent state at that position). Each checkpoint key (model checkpoint plus request model) has
+its own tree.
+
+Stores are asynchronous: a stored node is pinned and non-durable until ``complete_store``. Readers
+(a request restoring a hit) pin it too. Under row or page pressure one eviction attempt retires the
+least recently used eligible leaf; with no eligible leaf, row pressure compacts the row of a
+single-child ancestor instead (its pages and child stay).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import count
+
+from simulator.audit import audit_index
+from simulator.slabs import SlabPool
+from simulator.stats import Outcome, Pressure, TierStats
+
+Block = tuple[int, ...]
+
+
+@dataclass(eq=False)
+class Node:
+    node_id: int
+    key: str
+    parent: Node | None
+    blocks: list[Block]
+    pages: list[int]
+    depth: int
+    children: dict[Block, Node] = field(default_factory=dict)
+    row: int | None = None
+    had_row: bool = False
+    durable: bool = True
+    pins: int = 0
+    last_access: float = 0.0
+
+    def path(self) -> Iterator[Node]:
+        """This node and its ancestors, roots excluded."""
+        node: Node | None = self
+        while node is not None and node.parent is not None:
+            yield node
+            node = node.parent
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    hit: bool
+    reason: str | None
+    node_id: int | None
+    tokens: int
+
+
+def _common(edge: Sequence[Block], blocks: Sequence[Block]) -> int:
+    n = 0
+    for a, b in zip(edge, blocks, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+class PrefixIndex:
+    def __init__(
+        self, pool: SlabPool, tokens_per_page: int, stats: TierStats | None = None
+    ) -> None:
+        if tokens_per_page < 1:
+            raise ValueError(f"tokens_per_page must be positive, got {tokens_per_page}")
+        self.pool = pool
+        self.tokens_per_page = tokens_per_page
+        self.stats = stats or TierStats()
+        self._roots: dict[str, Node] = {}
+        self._nodes: dict[int, Node] = {}
+        self._ids = count(1)
+        # Nodes on the path of the store being made room for: not candidates for eviction.
+        self._held: set[int] = set()
+
+    # -- geometry ---------------------------------------------------------------------------
+
+    def blocks_of(self, tokens: Sequence[int]) -> list[Block]:
+        tpp = self.tokens_per_page
+        return [tuple(tokens[i : i + tpp]) for i in range(0, len(tokens) - tpp + 1, tpp)]
+
+    def usable_blocks(self, prompt_tokens: int) -> int:
+        """Blocks a checkpoint may cover: the last prompt token is always computed."""
+        return max(0, prompt_tokens - 1) // self.tokens_per_page
+
+    def node(self, node_id: int) -> Node:
+        return self._nodes[node_id]
+
+    def nodes(self) -> list[Node]:
+        return list(self._nodes.values())
+
+    @property
+    def resident_records(self) -> int:
+        return sum(1 for n in self._nodes.values() if n.row is not None)
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    def _walk(self, root: Node, blocks: Sequence[Block]) -> tuple[list[Node], int]:
+        """Nodes whose whole edge matched (shallow first) and the number of blocks matched."""
+        path: list[Node] = []
+        node, i = root, 0
+        while i < len(blocks):
+            child = node.children.get(blocks[i])
+            if child is None:
+                break
+            n = _common(child.blocks, blocks[i:])
+            i += n
+            if n < len(child.blocks):
+                break
+            path.append(child)
+            node = child
+        return path, i
+
+    def lookup(self, key: str, tokens: Sequence[int], now: float) -> LookupResult:
+        usable = self.usable_blocks(len(tokens))
+        if usable == 0:
+            return self._miss("too_short")
+        blocks = self.blocks_of(tokens)[:usable]
+        root = self._roots.get(key)
+        path, matched = self._walk(root, blocks) if root is not None else ([], 0)
+        if matched == 0:
+            for other in sorted(k for k in self._roots if k != key):
+                if self._walk(self._roots[other], blocks)[1] > 0:
+                    return self._miss(f"key_mismatch:ckpt={other[:4]}")
+            return self._miss("no_prefix")
+        for node in reversed(path):
+            if node.row is not None and node.durable:
+                for n in node.path():
+                    n.last_access = now
+                self.stats.record_hit()
+                return LookupResult(True, None, node.node_id, node.depth * self.tokens_per_page)
+        for node in reversed(path):
+            if node.row is not None:
+                return self._miss("not_durable")
+            if node.had_row:
+                return self._miss("evicted")
+        return self._miss("no_checkpoint")
+
+    def _miss(self, reason: str) -> LookupResult:
+        self.stats.record_miss(reason)
+        return LookupResult(False, reason, None, 0)
+
+    def pin(self, node_id: int) -> None:
+        self._nodes[node_id].pins += 1
+
+    def unpin(self, node_id: int) -> None:
+        node = self._nodes[node_id]
+        if node.pins <= 0:
+            raise ValueError(f"node {node_id} is not pinned")
+        node.pins -= 1
+
+    # -- stores -----------------------------------------------------------------------------
+
+    def begin_store(self, key: str, tokens: Sequence[int], depth: int, now: float) -> int | None:
+        """Start storing a checkpoint after ``depth`` blocks; the node id, or None when the
+        checkpoint already holds a row or no record could be freed for it."""
+        blocks = self.blocks_of(tokens)[:depth]
+        if depth < 1 or len(blocks) != depth:
+            raise ValueError(f"cannot checkpoint {depth} blocks of a {len(tokens)}-token prompt")
+        root = self._roots.get(key)
+        if root is None:
+            root = self._roots[key] = Node(next(self._ids), key, None, [], [], 0)
+        node, i, split = root, 0, 0
+        split_child: Node | None = None
+        while i < depth:
+            child = node.children.get(blocks[i])
+            if child is None:
+                break
+            n = _common(child.blocks, blocks[i:])
+            if n < len(child.blocks):
+                split_child, split = child, n
+                i += n
+                break
+            i += n
+            node = child
+        if split_child is None and i == depth and node.row is not None:
+            for n_ in node.path():
+                n_.last_access = now
+            return None
+        # Pin the walked path so that making room never retires or compacts it.
+        held = [*node.path(), *([split_child] if split_child is not None else [])]
+        for n_ in held:
+            n_.pins += 1
+        self._held = {n_.node_id for n_ in held}
+        try:
+            row = self._acquire_row()
+            pages = self._acquire_pages(depth - i) if row is not None else None
+        finally:
+            self._held = set()
+            for n_ in held:
+                n_.pins -= 1
+        if row is None or pages is None:
+            if row is not None:
+                self.pool.row.release(row)
+            for n_ in held:
+                self._prune(n_)
+            self.stats.store_failures += 1
+            return None
+        if split_child is not None:
+            node = self._split(split_child, split)
+        if i < depth:
+            leaf = Node(next(self._ids), key, node, blocks[i:depth], pages, depth)
+            node.children[leaf.blocks[0]] = leaf
+            self._nodes[leaf.node_id] = leaf
+            node = leaf
+        node.row, node.had_row, node.durable = row, True, False
+        node.pins += 1
+        for n_ in node.path():
+            n_.last_access = now
+        return node.node_id
+
+    def complete_store(self, node_id: int, now: float) -> None:
+        node = self._nodes[node_id]
+        if node.durable:
+            raise ValueError(f"node {node_id} has no store in flight")
+        node.durable = True
+        node.pins -= 1
+        node.last_access = max(node.last_access, now)
+        self.stats.host_stores += 1
+
+    def _split(self, child: Node, at: int) -> Node:
+        """Insert a rowless node ``at`` blocks into ``child``'s edge and return it."""
+        parent = child.parent
+        assert parent is not None
+        mid = Node(
+            next(self._ids), child.key, parent, child.blocks[:at], child.pages[:at],
+            child.depth - len(child.blocks) + at, last_access=child.last_access,
+        )
+        child.blocks, child.pages, child.parent = child.blocks[at:], child.pages[at:], mid
+        mid.children[child.blocks[0]] = child
+        parent.children[mid.blocks[0]] = mid
+        self._nodes[mid.node_id] = mid
+        return mid
+
+    # -- eviction ---------------------------------------------------------------------------
+
+    def _acquire_row(self) -> int | None:
+        while self.pool.row.free == 0:
+            if self.evict_once("row") != "evicted":
+                return None
+        return self.pool.row.allocate()
+
+    def _acquire_pages(self, n: int) -> list[int] | None:
+        if n > self.pool.page.capacity:
+            return None
+        while self.pool.page.free < n:
+            if self.evict_once("page") != "evicted":
+                return None
+        return [self.pool.page.allocate() for _ in range(n)]
+
+    def evict_once(self, pressure: Pressure) -> Outcome:
+        """One eviction attempt under ``pressure``, counted in the stats: ``evicted`` when a leaf
+        was retired or an ancestor's row compacted; otherwise ``pinned`` when some candidate was
+        pinned by a reader, ``non_durable`` when candidates only await their stores, and
+        ``no_eligible`` when there is no candidate at all (e.g. every row is on the very path
+        being stored)."""
+        nodes = [n for n in self._nodes.values() if n.node_id not in self._held]
+        leaves = [n for n in nodes if not n.children]
+        candidates = list(leaves)
+        outcome: Outcome | None = None
+        eligible = [n for n in leaves if n.durable and n.pins == 0]
+        if eligible:
+            self._retire(min(eligible, key=lambda n: (n.last_access, -n.depth, n.node_id)))
+            outcome = "evicted"
+        elif pressure == "row":
+            # Compacting frees a row only, so it cannot relieve page pressure.
+            ancestors = [n for n in nodes if len(n.children) == 1 and n.row is not None]
+            candidates += ancestors
+            eligible = [n for n in ancestors if n.durable and n.pins == 0]
+            if eligible:
+                victim = min(eligible, key=lambda n: (n.last_access, -n.depth, n.node_id))
+                assert victim.row is not None
+                self.pool.row.release(victim.row)
+                victim.row = None
+                self.stats.ancestor_row_compactions += 1
+                outcome = "evicted"
+        if outcome is None:
+            if any(n.durable and n.pins > 0 for n in candidates):
+                outcome = "pinned"
+            elif any(not n.durable for n in candidates):
+                outcome = "non_durable"
+            else:
+                outcome = "no_eligible"
+        self.stats.evictions(pressure).record(outcome)
+        return outcome
+
+    def _retire(self, leaf: Node) -> None:
+        if leaf.row is not None:
+            self.pool.row.release(leaf.row)
+            leaf.row = None
+            self.stats.retired_leaf_rows += 1
+        self._prune(leaf)
+
+    def _prune(self, start: Node) -> None:
+        node: Node | None = start
+        # A parent left as a rowless, unpinned leaf holds pages nothing can reach: retire it too.
+        while (
+            node is not None and node.parent is not None
+            and not node.children and node.row is None and node.pins == 0
+        ):
+            for page in node.pages:
+                self.pool.page.release(page)
+            self.stats.retired_leaf_pages += len(node.pages)
+            del node.parent.children[node.blocks[0]]
+            del self._nodes[node.node_id]
+            node = node.parent
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def audit(self) -> list[str]:
+        """Invariant violations; empty when the tree and the slabs agree."""
+        return audit_index(self.nodes(), self.pool)

@@ -1,0 +1,163 @@
+"""Traffic scenarios: what requests the simulated engine sees, and when.
+
+A scenario is a step function of the engine and the time: it submits what is due and answers how
+long until it wants to run again. It never sleeps, so tests drive it with a ``ManualClock``
+(``simulator.runner.drive``) and the app drives it with wall time (``ScenarioRunner``).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from simulator.engine import EngineUnavailable, SimulatedEngine
+
+log = structlog.get_logger("simulator.scenarios")
+
+# Every prompt starts with the same short chat template; the GPU-resident cache reuses it.
+TEMPLATE: tuple[int, ...] = (151644, 8948, 198, 2610, 525, 264, 10950, 17847, 13)
+VOCAB = 150_000
+
+
+class Scenario(Protocol):
+    name: str
+    traffic_enabled: bool
+
+    def step(self, engine: SimulatedEngine, now: float) -> float:
+        """Do what is due at ``now``; seconds until the next call is wanted."""
+        ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+def make_prompt(rng: random.Random, tokens: int) -> tuple[int, ...]:
+    body = max(0, tokens - len(TEMPLATE))
+    return TEMPLATE + tuple(rng.randrange(1000, VOCAB) for _ in range(body))
+
+
+@dataclass
+class TrafficStats:
+    submitted: int = 0
+    refused: int = 0
+
+    def submit(
+        self, engine: SimulatedEngine, prompt: tuple[int, ...], max_tokens: int,
+        model: str | None = None,
+    ) -> bool:
+        try:
+            engine.submit(prompt, max_tokens, model)
+        except EngineUnavailable:
+            self.refused += 1
+            return False
+        self.submitted += 1
+        return True
+
+
+@dataclass
+class SteadyScenario:
+    """A mix of repeated, branched, fresh, too-short and other-model prompts at ``rate`` req/s."""
+
+    rate: float = 3.0
+    seed: int = 0
+    pool_size: int = 48
+    alt_model: str = "qwen3-next-lora-support"
+    name: str = "steady"
+    traffic_enabled: bool = True
+    traffic: TrafficStats = field(default_factory=TrafficStats)
+
+    def __post_init__(self) -> None:
+        if self.rate <= 0:
+            raise ValueError(f"rate must be positive, got {self.rate}")
+        self.rng = random.Random(self.seed)
+        self.pool = [
+            make_prompt(self.rng, self.rng.randint(300, 2600)) for _ in range(self.pool_size)
+        ]
+        # Popular prompts come back more often (Zipf-like weights).
+        self.weights = [1.0 / (i + 1) for i in range(self.pool_size)]
+        self.next_at: float | None = None
+
+    def next_prompt(self) -> tuple[tuple[int, ...], str | None]:
+        rng = self.rng
+        roll = rng.random()
+        popular = rng.choices(self.pool, self.weights)[0]
+        if roll < 0.45:
+            return popular, None
+        if roll < 0.65:
+            # Same document, a different question: shares a prefix, then branches.
+            cut = rng.randint(len(popular) // 3, len(popular))
+            return popular[:cut] + make_prompt(rng, rng.randint(64, 600))[len(TEMPLATE) :], None
+        if roll < 0.90:
+            return make_prompt(rng, rng.randint(200, 2600)), None
+        if roll < 0.95:
+            return make_prompt(rng, rng.randint(10, 60)), None
+        return popular, self.alt_model
+
+    def step(self, engine: SimulatedEngine, now: float) -> float:
+        if self.next_at is None:
+            self.next_at = now
+        if now >= self.next_at:
+            prompt, model = self.next_prompt()
+            if self.traffic_enabled:
+                self.traffic.submit(engine, prompt, self.rng.randint(16, 64), model)
+            self.next_at = now + min(self.rng.expovariate(self.rate), 5.0 / self.rate)
+        return self.next_at - now
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "rate": self.rate, "traffic_enabled": self.traffic_enabled,
+                "submitted": self.traffic.submitted, "refused": self.traffic.refused}
+
+
+@dataclass
+class ReverseReplayScenario:
+    """The seeds' cache-order probe: prime ``prompts`` distinct bodies in forward order, replay
+    them in reverse, and repeat (forward again, reverse again ...) at a constant ``rate``."""
+
+    rate: float = 4.0
+    seed: int = 0
+    prompts: int = 52
+    prompt_tokens: int = 3100
+    max_tokens: int = 32
+    name: str = "reverse-replay"
+    traffic_enabled: bool = True
+    traffic: TrafficStats = field(default_factory=TrafficStats)
+
+    def __post_init__(self) -> None:
+        if self.rate <= 0 or self.prompts < 1:
+            raise ValueError("rate and prompts must be positive")
+        rng = random.Random(self.seed)
+        self.bodies = [make_prompt(rng, self.prompt_tokens) for _ in range(self.prompts)]
+        self.position = 0
+        self.next_at: float | None = None
+
+    @property
+    def pass_number(self) -> int:
+        return self.position // self.prompts
+
+    @property
+    def phase(self) -> str:
+        if self.pass_number == 0:
+            return "prime"
+        return "reverse" if self.pass_number % 2 else "forward"
+
+    def current_index(self) -> int:
+        i = self.position % self.prompts
+        return self.prompts - 1 - i if self.pass_number % 2 else i
+
+    def step(self, engine: SimulatedEngine, now: float) -> float:
+        if self.next_at is None:
+            self.next_at = now
+        if now >= self.next_at:
+            if self.traffic_enabled and self.traffic.submit(
+                engine, self.bodies[self.current_index()], self.max_tokens
+            ):
+                self.position += 1
+            self.next_at = now + 1.0 / self.rate
+        return self.next_at - now
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "rate": self.rate, "phase": self.phase,
+                "pass": self.pass_number, "traffic_enabled": self.traffic_enabled,
+                "submitted": self.traffic.submitted, "refused": self.traffic.refused}

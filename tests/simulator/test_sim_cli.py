@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from simulator import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_defaults() -> None:
+    args = parse("--listen", "127.0.0.1:8000")
+    assert args.scenario == "steady"
+    assert args.budget_bytes == 34359738368 and args.row_fraction == 0.25
+    assert (args.row_record_bytes, args.page_record_bytes) == (16 << 20, 1 << 20)
+    assert (args.outage_after, args.drain_seconds, args.closed_seconds, args.down_seconds) == (
+        20.0, 10.0, 5.0, 20.0,
+    )
+    assert args.outage_container == "same" and args.outage_stuck_requests == 0
+    with pytest.raises(SystemExit):
+        parse()  # --listen is required
+    with pytest.raises(SystemExit):
+        parse("--listen", "x:1", "--scenario", "chaos")
+
+
+def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse("--help")
+    text = capsys.readouterr().out
+    for option in ("--listen", "--scenario", "--seed", "--rate", "--budget-bytes",
+                   "--stores-per-request", "--outage-after", "--drain-seconds", "--down-seconds",
+                   "--outage-container", "--outage-keep-generation", "--outage-stuck-requests"):
+        assert option in text
+
+
+def test_create_app_applies_scenario_defaults_and_options() -> None:
+    app = cli.create_app(parse("--listen", "127.0.0.1:1", "--scenario", "reverse-replay",
+                               "--seed", "3", "--budget-bytes", str(8 << 30)))
+    assert app.title == "Helios engine simulator"
+    config = cli._engine_config(parse("--listen", "h:1", "--scenario", "reverse-replay"))
+    assert config.stores_per_request == 12
+    config = cli._engine_config(parse("--listen", "h:1", "--stores-per-request", "5"))
+    assert config.stores_per_request == 5
+    with pytest.raises(ValueError):
+        cli._engine_config(parse("--listen", "h:1", "--row-fraction", "1.5"))
+
+
+@pytest.mark.parametrize("listen", ["8000", ":8000", "host:", "host:99999", "host:x"])
+def test_bad_listen_exits_2(listen: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.run(parse("--listen", listen)) == 2
+    assert "--listen" in capsys.readouterr().err
+
+
+def test_parse_listen() -> None:
+    assert cli.parse_listen("127.0.0.1:8000") == ("127.0.0.1", 8000)
+    assert cli.parse_listen("[::1]:9") == ("::1", 9)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_python_m_simulator_serves_and_stops_on_sigterm() -> None:
+    port = free_port()
+    with subprocess.Popen(
+        [sys.executable, "-m", "simulator", "--listen", f"127.0.0.1:{port}", "--seed", "1"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    ) as proc:
+        try:
+            deadline = time.monotonic() + 15
+            snapshot = None
+            while time.monotonic() < deadline and proc.poll() is None:
+                try:
+                    url = f"http://127.0.0.1:{port}/debug/offload/snapshot"
+                    with urllib.request.urlopen(url, timeout=1) as response:
+                        snapshot = json.load(response)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            assert snapshot is not None and snapshot["schema_version"] == 1
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=10) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def test_address_in_use_exits_1() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert cli.run(parse("--listen", f"127.0.0.1:{port}", "--seed", "1")) == 1
