@@ -103,24 +103,28 @@ class Stack:
         self.procs.append(proc)
         return proc
 
-    def simulator(self, scenario: str, *extra: str, port: int | None = None) -> tuple[Proc, str]:
+    def simulator(self, scenario: str, *extra: str, port: int | None = None,
+                  wait: bool = True) -> tuple[Proc, str]:
         port = port or free_port()
         proc = self.start(f"engine-{port}", [sys.executable, "-m", "exporter", "simulate",
                                              "--listen", f"127.0.0.1:{port}", "--scenario",
                                              scenario, *extra])
         url = f"http://127.0.0.1:{port}"
-        wait_for(lambda: http_ok(url + "/health"), 30, "simulated engine", proc)
+        if wait:
+            wait_for(lambda: http_ok(url + "/health"), 30, "simulated engine", proc)
         return proc, url
 
     def sidecar(self, engine_url: str, *extra: str, port: int | None = None,
-                state_dir: Path | None = None, name: str = "sidecar") -> tuple[Proc, str]:
+                state_dir: Path | None = None, name: str = "sidecar",
+                wait: bool = True) -> tuple[Proc, str]:
         port = port or free_port()
         state_dir = state_dir or self.tmp / "state"
         proc = self.start(name, [sys.executable, "-m", "exporter", "serve", "--engine-url",
                                  engine_url, "--listen", f"127.0.0.1:{port}", "--state-dir",
                                  str(state_dir), "--no-nvml", "--log-format", "json", *extra])
         url = f"http://127.0.0.1:{port}"
-        wait_for(lambda: http_ok(url + "/readyz"), 30, "sidecar ready", proc)
+        if wait:
+            wait_for(lambda: http_ok(url + "/readyz"), 30, "sidecar ready", proc)
         return proc, url
 
     def prometheus(self, targets: list[str], rule_files: list[Path] = (),  # type: ignore[assignment]

@@ -1,0 +1,80 @@
+"""alerts/generate.py: committed output is current, config changes show up, errors are clear."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def _run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(root / "alerts/generate.py"), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=root,
+    )
+
+
+def test_committed_output_is_current(root: Path) -> None:
+    result = _run(root, "--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == ""
+
+
+def test_changed_threshold_is_reported_as_drift(root: Path, tmp_path: Path) -> None:
+    config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
+    changed = config.replace("power_limit_ratio: 0.98", "power_limit_ratio: 0.95")
+    assert changed != config
+    (tmp_path / "config.yaml").write_text(changed, encoding="utf-8")
+    result = _run(root, "--check", "--config", str(tmp_path / "config.yaml"))
+    assert result.returncode == 1
+    assert "-          ) >= 0.98" in result.stdout
+    assert "+          ) >= 0.95" in result.stdout
+    assert "docs/alerts.md" in result.stdout  # the thresholds table follows the config
+
+
+def test_write_into_a_fresh_root(root: Path, tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs/alerts.md").write_text(
+        (root / "docs/alerts.md").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    result = _run(root, "--root", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    for name in ("alerts/helios-alerts.yaml", "alerts/helios-recording.yaml", "docs/alerts.md"):
+        assert (tmp_path / name).read_bytes() == (root / name).read_bytes(), name
+
+
+def test_selector_is_applied_everywhere(root: Path, generate: Any) -> None:
+    config = generate.load_config(root / "alerts/config.yaml")
+    custom = type(config)(**{**config.__dict__, "selector": 'job="helios", cluster="eu1"'})
+    text = generate.render_alerts(custom) + generate.render_recording(custom)
+    assert 'job="helios-exporter"' not in text
+    assert 'up{job="helios", cluster="eu1"} == 0' in text
+
+
+def test_config_errors_are_reported_together(root: Path, tmp_path: Path) -> None:
+    config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
+    broken = (
+        config.replace("window_memory: 3h", "window_memory: 1h")
+        .replace("at_risk_margin: 15m", "at_risk_margin: soon")
+        .replace("  HeliosGpuLost: 1m\n", "")
+    )
+    (tmp_path / "config.yaml").write_text(broken, encoding="utf-8")
+    result = _run(root, "--check", "--config", str(tmp_path / "config.yaml"))
+    assert result.returncode == 2
+    assert "window_memory: must exceed the 90-minute restore bound" in result.stderr
+    assert "restore.at_risk_margin: expected a duration" in result.stderr
+    assert "missing alerts ['HeliosGpuLost']" in result.stderr
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("15m", 900), ("1h30m", 5400)])
+def test_durations(generate: Any, text: str, seconds: int) -> None:
+    reader = generate._Reader({"d": text})
+    assert reader.duration("d").seconds == seconds
+    assert reader.errors == []
