@@ -104,7 +104,12 @@ def build_app(
         response_model=RestoreEventOut,
         responses={401: {"description": "missing or wrong bearer token"},
                    404: {"description": "events endpoint disabled (no --events-token-file)"},
-                   413: {"description": "body too large"}},
+                   413: {"description": "body too large"},
+                   422: {"description": "body is not a valid event (values are never echoed)"}},
+        # The handler reads the raw body itself (size limit first), so FastAPI cannot infer it:
+        # declare it, for clients and for schema-driven tests.
+        openapi_extra={"requestBody": {"required": True, "content": {
+            "application/json": {"schema": RestoreEventIn.model_json_schema()}}}},
     )
     async def restore_event(request: Request) -> Response:
         if events_token is None:
@@ -126,7 +131,10 @@ def build_app(
             event = RestoreEventIn.model_validate_json(body)
         except ValueError as exc:
             errors: list[dict[str, Any]] = list(getattr(exc, "errors", list)())
-            detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in errors]
+            # An unknown key is submitted text too: name only the model's own fields.
+            detail = [{"loc": [p if p in RestoreEventIn.model_fields else "(extra field)"
+                               for p in e.get("loc", ())], "msg": e.get("msg", "")}
+                      for e in errors]
             return JSONResponse({"detail": detail or "invalid JSON body"}, status_code=422)
         duplicate, state = await poller.apply_event(event.id, event.event)
         audit.info("restore_event", event_id=event.id, restore_event=event.event,

@@ -19,7 +19,7 @@ async def check(config: Config) -> int:
             await sidecar.poller.cycle()
         finally:
             await sidecar.client.aclose()
-            sidecar.poller.close()
+            sidecar.close()
         sys.stdout.write(sidecar.cache.render(False).decode())
         problems = [
             f"{name}: {health.last_reason}: {health.last_error}"

@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alertmanager-port", type=int, default=9093)
     parser.add_argument("--poll-interval", default="1")
     parser.add_argument("--request-cutoff", default="20")
-    parser.add_argument("--restore-bound", default="30")
+    parser.add_argument("--restore-bound", default="45")
     parser.add_argument("--down-grace", default="3")
     parser.add_argument("--duration", type=float, default=0.0,
                         help="stop after this many seconds (0: run until Ctrl-C)")
@@ -146,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         print("Ctrl-C stops everything.", flush=True)
         stop_at = time.monotonic() + args.duration if args.duration > 0 else None
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+        narrator = Narrator(f"http://{sidecar}/status")
         with contextlib.suppress(KeyboardInterrupt):
             while stop_at is None or time.monotonic() < stop_at:
                 for name, proc in procs:
@@ -153,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
                         print(f"demo: {name} exited ({proc.returncode}); see {tmp}/{name}.log",
                               file=sys.stderr)
                         return 1
+                narrator.tick()
                 time.sleep(0.5)
         return 0
     finally:
@@ -165,3 +167,43 @@ def run(args: argparse.Namespace) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+class Narrator:
+    """Prints the restore story as the sidecar's /status tells it: one line per change."""
+
+    def __init__(self, status_url: str) -> None:
+        self.url = status_url
+        self.t0 = time.monotonic()
+        self.last: tuple[object, ...] | None = None
+
+    def tick(self) -> None:
+        try:
+            status = httpx.get(self.url, timeout=1.0).json()
+        except (httpx.HTTPError, ValueError):
+            return
+        restore = status["restore"]
+        window = restore["window"]
+        key = (restore["phase"], status["generation"], bool(window),
+               json_key(restore["last_window"]))
+        if key == self.last:
+            return
+        self.last = key
+        stamp = f"[+{time.monotonic() - self.t0:5.1f}s]"
+        line = f"{stamp} phase {restore['phase']:<10} generation {status['generation']}"
+        if window:
+            line += (f"  window ({window['cause']}): request cutoff in "
+                     f"{window['seconds_to_request_cutoff']:.0f}s, restore deadline in "
+                     f"{window['seconds_to_restore_deadline']:.0f}s, in-flight "
+                     f"{window['last_inflight']}")
+        elif restore["last_window"]:
+            last = restore["last_window"]
+            checks = ", ".join(f"{k} {'ok' if v else 'FAILED'}"
+                               for k, v in sorted(restore["checks"].items()))
+            line += (f"  last window {last['outcome']} after {last['end'] - last['start']:.1f}s"
+                     f"; checks: {checks or 'none'}")
+        print(line, flush=True)
+
+
+def json_key(value: object) -> str:
+    return repr(value)

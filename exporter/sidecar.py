@@ -17,6 +17,8 @@ from prometheus_client import CollectorRegistry
 
 from exporter.app import ExpositionCache, build_app
 from exporter.collectors.exporter_self import ExporterCollector
+from exporter.collectors.gpu import GpuCollector
+from exporter.collectors.host import HostCollector
 from exporter.collectors.offload import OffloadCollector
 from exporter.collectors.passthrough import PassthroughCollector
 from exporter.collectors.restore import RestoreCollector
@@ -28,6 +30,8 @@ from exporter.restore.store import StateStore
 from exporter.restore.window import Bounds
 from exporter.sources.blocking import BoundedRunner
 from exporter.sources.engine import EngineSource, EngineTraffic
+from exporter.sources.host import HostSource
+from exporter.sources.nvml import NvmlSource
 
 log = structlog.get_logger("helios_exporter")
 
@@ -40,6 +44,12 @@ class Sidecar:
     cache: ExpositionCache
     client: httpx.AsyncClient
     events_token: bytes | None
+    closers: list[Any]
+
+    def close(self) -> None:
+        self.poller.close()
+        for closer in self.closers:
+            closer.close()
 
     def status(self) -> dict[str, Any]:
         p = self.poller
@@ -103,8 +113,7 @@ def build(config: Config) -> Sidecar:
             preflight_probes[probe] = _probe(client, url, config, auth)
     bounds = Bounds(config.request_cutoff, config.restore_bound, config.down_grace,
                     tuple(preflight_probes))
-    blocking: dict[str, BoundedRunner[Any]] = {}
-    blocking.update(_blocking_sources(config))
+    blocking, closers = _blocking_sources(config)
     registry = CollectorRegistry(auto_describe=False)
     cache = ExpositionCache(registry)
     poller = Poller(engine, traffic, bounds, StateStore(config.state_dir), config.poll_interval,
@@ -117,7 +126,7 @@ def build(config: Config) -> Sidecar:
     for collector in _blocking_collectors(poller):
         registry.register(collector)
     token = None if config.events_token_file is None else read_token(config.events_token_file)
-    return Sidecar(config, poller, registry, cache, client, token)
+    return Sidecar(config, poller, registry, cache, client, token, closers)
 
 
 def _probe(client: httpx.AsyncClient, url: str, config: Config, auth: str | None) -> PreflightProbe:
@@ -127,33 +136,23 @@ def _probe(client: httpx.AsyncClient, url: str, config: Config, auth: str | None
     return run
 
 
-def _blocking_sources(config: Config) -> dict[str, BoundedRunner[Any]]:
-    """NVML and host sources, when their modules are present."""
-    out: dict[str, BoundedRunner[Any]] = {}
-    try:
-        from exporter.sources.host import HostSource
-    except ImportError:
-        HostSource = None  # type: ignore[assignment,misc]
-    if HostSource is not None:
-        host = HostSource(config.engine_pid_file, config.engine_process_name)
-        out["host"] = BoundedRunner("host", host.poll, 2.0)
+def _blocking_sources(config: Config) -> tuple[dict[str, BoundedRunner[Any]], list[Any]]:
+    """The host source always, NVML unless --no-nvml; with their collectors' inputs."""
+    host = HostSource(config.engine_pid_file, config.engine_process_name)
+    runners: dict[str, BoundedRunner[Any]] = {"host": BoundedRunner("host", host.poll, 2.0)}
+    closers: list[Any] = []
     if not config.no_nvml:
-        try:
-            from exporter.sources.nvml import NvmlSource
-        except ImportError:
-            return out
-        nvml = NvmlSource()
-        out["nvml"] = BoundedRunner("nvml", nvml.poll, config.nvml_timeout)
-    return out
+        # Each GPU gets at most half the source's bound, so one stuck GPU is reported as down
+        # while the others still answer within the poll.
+        nvml = NvmlSource(gpu_timeout=min(1.0, config.nvml_timeout / 2))
+        runners["nvml"] = BoundedRunner("nvml", nvml.poll, config.nvml_timeout)
+        closers.append(nvml)
+    return runners, closers
 
 
 def _blocking_collectors(poller: Poller) -> list[Any]:
-    collectors: list[Any] = []
-    if "host" in poller.blocking:
-        from exporter.collectors.host import HostCollector
-        collectors.append(HostCollector(lambda: poller.latest.get("host")))
+    collectors: list[Any] = [HostCollector(lambda: poller.latest.get("host"))]
     if "nvml" in poller.blocking:
-        from exporter.collectors.gpu import GpuCollector
         collectors.append(GpuCollector(lambda: poller.latest.get("nvml"),
                                        lambda: poller.engine.snapshot))
     return collectors
@@ -185,8 +184,11 @@ async def serve(config: Config) -> int:
              poll_interval=config.poll_interval, state_dir=str(config.state_dir),
              events_api=sidecar.events_token is not None,
              preflight=list(poller.preflight), sources=list(poller.blocking))
-    async with _running(poller, server, stop):
-        await stop.wait()
+    try:
+        async with _running(poller, server, stop):
+            await stop.wait()
+    finally:
+        sidecar.close()
     log.info("sidecar_stopped", cycles=poller.cycles)
     return 0
 
@@ -211,4 +213,3 @@ async def _running(
         with contextlib.suppress(asyncio.CancelledError):
             await server_task
         await poller.engine_source.client.aclose()
-        poller.close()

@@ -32,6 +32,7 @@ async def probe(
         tokens = resp.json()["usage"]["completion_tokens"]
     except (ValueError, KeyError, TypeError):
         return False, "no usage.completion_tokens in the answer"
-    if tokens != max_tokens:
+    # JSON true would compare equal to 1: only an integer count is a count.
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens != max_tokens:
         return False, f"completion_tokens {tokens!r} != {max_tokens}"
     return True, "ok"

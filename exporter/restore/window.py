@@ -144,7 +144,13 @@ def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds
             return replace(state, phase="serving", last_seen=engine)
         # The engine itself says it is draining or closed: the window opens now.
         window = _open(state, now, "drain", engine)
-    is_incumbent = window.incumbent is None or engine.generation == window.incumbent.generation
+    if window.incumbent is not None:
+        is_incumbent = engine.generation == window.incumbent.generation
+    else:
+        # No incumbent known (fresh sidecar): the first engine seen is it, unless the engine has
+        # gone away since the window opened; then whoever answers may already be the restored one.
+        is_incumbent = not window.seen_not_open
+    adopted = window.incumbent or (engine if is_incumbent else None)
     if admission != "open":
         drained = window.drained or (
             inflight == 0 and is_incumbent and now <= window.deadline(bounds, "request_cutoff")
@@ -154,7 +160,7 @@ def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds
             last_inflight=inflight if is_incumbent else window.last_inflight,
             drained=drained,
             seen_not_open=True,
-            incumbent=window.incumbent or engine,
+            incumbent=adopted,
         )
         if not is_incumbent:
             phase: Phase = "restoring"
@@ -164,7 +170,7 @@ def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds
     # Admission open.
     if not window.seen_not_open and is_incumbent:
         # A window opened by an event waits until the engine is seen going away.
-        window = replace(window, last_inflight=inflight, incumbent=window.incumbent or engine)
+        window = replace(window, last_inflight=inflight, incumbent=adopted)
         return replace(state, phase="draining", window=window)
     window = replace(window, restored=engine)
     if all(window.preflight.get(p) for p in bounds.preflight):
@@ -193,7 +199,9 @@ def _on_event(state: RestoreState, ev: Event, bounds: Bounds) -> RestoreState:
         if window is None:
             return state
         last = LastWindow(window.start, ev.at, window.cause, "aborted")
-        return replace(state, phase="serving", window=None, last_window=last, checks={})
+        # A new failure streak, not the one before the abort, may open the next window.
+        return replace(state, phase="serving", window=None, last_window=last, checks={},
+                       unreachable_since=None)
     if ev.kind == "window_closed":
         if window is None:
             return state
@@ -233,6 +241,7 @@ def _close(
         checks=checks,
         last_window=last,
         last_seen=restored or state.last_seen,
+        unreachable_since=None,  # closed by an event while unreachable: a new streak starts
     )
 
 
@@ -248,7 +257,7 @@ def compute_checks(window: Window, restored: Engine | None, bounds: Bounds) -> d
         checks["fresh_generation"] = inc.generation != restored.generation
     if window.drained:
         checks["drained_admission"] = True
-    elif window.last_inflight is not None or window.seen_not_open:
+    elif window.last_inflight is not None:  # never knew the incumbent's in-flight: unknown
         checks["drained_admission"] = False
     for probe in bounds.preflight:
         if probe in window.preflight:

@@ -1,28 +1,19 @@
 """NVML source: one poll reads every GPU through nvidia-ml-py (`pynvml`) into a `GpuReport`.
 
-Values are converted to base units here (mW -> W, mJ -> J, MHz -> Hz, percent -> 0-1), so the
-collector only renders. Failure behaviour (docs/gpu.md has the full table):
-
-- library missing or `nvmlInit` failing: reason `library`, logged once per outage; retried (and
-  re-initialised) at every poll, so a driver that comes back is picked up at the next poll.
-- a device-list call failing (`nvmlDeviceGetCount`): reason `driver`; after "uninitialized",
-  "driver not loaded", "library not found" or an RM version mismatch NVML is re-initialised at the
-  next poll.
-- one GPU lost (`NVML_ERROR_GPU_IS_LOST`): that GPU is reported down, the others are read as
-  usual and the poll succeeds; it is read again at every poll and comes back when NVML answers.
-- a field the GPU or driver lacks (`NOT_SUPPORTED`, `FUNCTION_NOT_FOUND`, ...): that value is
-  `None` and the field is logged once per (gpu, field); it is not a source error.
-- one GPU whose calls hang: each GPU is read in its own daemon thread and waited for at most
-  `gpu_timeout` seconds; a GPU still stuck is reported down (`hung`) without starting a second read
-  of it, while the other GPUs are reported normally. The device-list calls run in the poll thread
-  itself; if they hang, the `BoundedRunner` around `poll()` reports the whole source `hung`.
-
-pynvml keeps its library handle in module globals, so one `NvmlSource` per process.
+Values are converted to base units here (mW -> W, mJ -> J, MHz -> Hz, percent -> 0-1); the
+collector only renders. Failures (table in docs/gpu.md): no library / nvmlInit failing -> reason
+`library`, retried every poll; the driver going away -> `driver`, nvmlInit again next poll; a lost
+or hung GPU -> that GPU down, the poll still succeeds; an unsupported field -> absent, logged once
+per (gpu, field). Each GPU is read by its own daemon thread, waited for at most `gpu_timeout`, so
+one stuck GPU does not stall the others; a hang in the device-list calls is bounded by the
+`BoundedRunner` around `poll()`. pynvml keeps its library in module globals: one source per process.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -150,22 +141,42 @@ def _bind_library(path: str | None) -> None:
 
 
 class _Call:
-    """One GPU read in a daemon thread (a stuck NVML call must not block interpreter exit)."""
+    """One GPU read handed to that GPU's worker thread."""
 
     def __init__(self, fn: Callable[[], GpuStats]) -> None:
         self.done = threading.Event()
         self.value: GpuStats | None = None
         self.error: BaseException | None = None
-        self._fn = fn
-        threading.Thread(target=self._run, name="nvml-gpu", daemon=True).start()
+        self.fn = fn
 
-    def _run(self) -> None:
+    def run(self) -> None:
         try:
-            self.value = self._fn()
+            self.value = self.fn()
         except BaseException as exc:  # handed to the poll thread
             self.error = exc
         finally:
             self.done.set()
+
+
+class _Worker:
+    """One daemon thread per GPU index: a stuck NVML call blocks only its own GPU, and never
+    interpreter exit. Reused across polls (starting a thread costs more than reading a GPU)."""
+
+    def __init__(self, index: int) -> None:
+        self._jobs: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name=f"nvml-gpu{index}", daemon=True).start()
+
+    def _loop(self) -> None:
+        while (call := self._jobs.get()) is not None:
+            call.run()
+
+    def submit(self, fn: Callable[[], GpuStats]) -> _Call:
+        call = _Call(fn)
+        self._jobs.put(call)
+        return call
+
+    def stop(self) -> None:
+        self._jobs.put(None)
 
 
 class NvmlSource:
@@ -178,6 +189,7 @@ class NvmlSource:
         self._clock = clock
         self._initialized = False
         self._outage_logged = False
+        self._workers: dict[int, _Worker] = {}
         self._pending: dict[int, _Call] = {}
         self._uuids: dict[int, str] = {}
         self._gpu_up: dict[int, bool] = {}
@@ -199,6 +211,9 @@ class NvmlSource:
         return Result(report, started, time.perf_counter() - t0)
 
     def close(self) -> None:
+        for worker in self._workers.values():
+            worker.stop()  # a stuck one ends after its call returns
+        self._workers.clear()
         if self._initialized:
             self._initialized = False
             try:
@@ -264,7 +279,11 @@ class NvmlSource:
             if pending is not None and not pending.done.is_set():
                 calls[index] = pending  # still stuck from an earlier poll: do not stack reads
             else:
-                calls[index] = self._pending[index] = _Call(lambda i=index: self._read_gpu(i))
+                worker = self._workers.get(index)
+                if worker is None:
+                    worker = self._workers[index] = _Worker(index)
+                calls[index] = self._pending[index] = worker.submit(
+                    functools.partial(self._read_gpu, index))
         deadline = time.monotonic() + self.gpu_timeout
         for call in calls.values():
             call.done.wait(max(0.0, deadline - time.monotonic()))

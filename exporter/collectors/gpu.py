@@ -1,0 +1,150 @@
+"""GPU series from the latest NVML poll, joined to engine ranks from the latest snapshot, e.g.
+
+    helios_gpu_up{gpu="0",uuid="GPU-1f0c..."} 1.0
+    helios_gpu_memory_used_bytes{gpu="0",uuid="GPU-1f0c..."} 1.073741824e+10
+    helios_gpu_power_limit_watts{gpu="0",uuid="GPU-1f0c..."} 300.0
+    helios_gpu_energy_joules_total{gpu="0",uuid="GPU-1f0c..."} 123456.789
+    helios_gpu_throttle_reason_active{gpu="0",reason="sw_power_cap",uuid="GPU-1f0c..."} 1.0
+    helios_gpu_info{driver_version="550.54.15",gpu="0",name="NVIDIA H100 80GB HBM3",uuid="..."} 1.0
+    helios_gpu_rank_info{generation="g-...",gpu="0",rank="0",uuid="GPU-1f0c..."} 1.0
+
+A GPU that is lost or hung has `helios_gpu_up 0` and no measured series (its rank join stays, so
+an alert can name the rank). When the whole NVML poll fails (hung driver, driver unloaded), every
+GPU of the last successful poll is shown with `helios_gpu_up 0`; the reason is in
+`helios_exporter_source_up{source="nvml"}` / `..._errors_total`. Values are polled in the
+background (every poll interval), not read at scrape time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import Metric
+
+from exporter.collectors.families import counter, gauge
+from exporter.snapshot import Snapshot
+from exporter.sources.base import Result
+from exporter.sources.nvml import THROTTLE_REASONS, GpuReport, GpuStats
+
+L = ["gpu", "uuid"]
+
+# (attribute, name, HELP) of the plain per-GPU gauges.
+_GAUGES = (
+    ("memory_used_bytes", "helios_gpu_memory_used_bytes",
+     "GPU memory in use, bytes (NVML nvmlDeviceGetMemoryInfo .used)."),
+    ("memory_total_bytes", "helios_gpu_memory_total_bytes",
+     "GPU memory installed, bytes (NVML nvmlDeviceGetMemoryInfo .total)."),
+    ("utilization_ratio", "helios_gpu_utilization_ratio",
+     "Fraction of the last sample period a kernel ran, 0-1 (NVML "
+     "nvmlDeviceGetUtilizationRates .gpu / 100)."),
+    ("power_watts", "helios_gpu_power_watts",
+     "GPU board power draw, watts (NVML nvmlDeviceGetPowerUsage mW / 1000)."),
+    ("power_limit_watts", "helios_gpu_power_limit_watts",
+     "Enforced GPU power limit, watts (NVML nvmlDeviceGetEnforcedPowerLimit mW / 1000)."),
+    ("temperature_celsius", "helios_gpu_temperature_celsius",
+     "GPU die temperature, degrees Celsius (NVML nvmlDeviceGetTemperatureV, GPU sensor)."),
+    ("sm_clock_hertz", "helios_gpu_sm_clock_hertz",
+     "Current SM clock, hertz (NVML nvmlDeviceGetClockInfo NVML_CLOCK_SM MHz * 1e6)."),
+    ("memory_clock_hertz", "helios_gpu_memory_clock_hertz",
+     "Current memory clock, hertz (NVML nvmlDeviceGetClockInfo NVML_CLOCK_MEM MHz * 1e6)."),
+)
+
+
+class GpuCollector:
+    def __init__(
+        self,
+        latest: Callable[[], Result[GpuReport] | None],
+        snapshot: Callable[[], Snapshot | None],
+    ) -> None:
+        self._latest = latest
+        self._snapshot = snapshot
+        self._known: tuple[tuple[int, str], ...] = ()  # (index, uuid) of the last good report
+        self._lock = threading.Lock()
+
+    def collect(self) -> Iterator[Metric]:
+        result = self._latest()
+        if result is None:
+            return
+        report = result.value
+        if report is not None:
+            gpus = report.gpus
+            with self._lock:
+                self._known = tuple((g.index, g.uuid) for g in gpus)
+        else:
+            with self._lock:
+                known = self._known
+            gpus = tuple(GpuStats(index=i, uuid=u, up=False) for i, u in known)
+        if not gpus:
+            return
+        yield from _render(gpus, report.driver_version if report else None, self._snapshot())
+
+
+def _render(gpus: tuple[GpuStats, ...], driver: str | None,
+            snap: Snapshot | None) -> Iterator[Metric]:
+    up = gauge("helios_gpu_up", "1 when NVML answered for this GPU at the latest poll; 0 when it "
+               "is lost, hung or the NVML poll failed.", L)
+    for g in gpus:
+        up.add_metric([str(g.index), g.uuid], 1.0 if g.up else 0.0)
+    yield up
+    live = [g for g in gpus if g.up]
+    for attr, name, doc in _GAUGES:
+        m = gauge(name, doc, L)
+        for g in live:
+            value = getattr(g, attr)
+            if value is not None:
+                m.add_metric([str(g.index), g.uuid], float(value))
+        if m.samples:
+            yield m
+    energy = counter("helios_gpu_energy_joules_total",
+                     "GPU energy since the driver was loaded, joules (NVML "
+                     "nvmlDeviceGetTotalEnergyConsumption mJ / 1000).", L)
+    for g in live:
+        if g.energy_joules is not None:
+            energy.add_metric([str(g.index), g.uuid], g.energy_joules)
+    if energy.samples:
+        yield energy
+    throttle = gauge("helios_gpu_throttle_reason_active",
+                     "1 while the clock-event reason holds clocks down (NVML "
+                     "nvmlDeviceGetCurrentClocksEventReasons bitmask; unknown bits -> other).",
+                     [*L, "reason"])
+    for g in live:
+        if g.throttle_reasons is not None:
+            for reason in THROTTLE_REASONS:
+                active = 1.0 if reason in g.throttle_reasons else 0.0
+                throttle.add_metric([str(g.index), g.uuid, reason], active)
+    if throttle.samples:
+        yield throttle
+    ecc = counter("helios_gpu_ecc_errors_total",
+                  "ECC memory errors since the driver was loaded (NVML nvmlDeviceGetTotalEccErrors, "
+                  "volatile counter); absent when ECC is off or unsupported.",
+                  [*L, "error_type"])
+    for g in live:
+        for error_type, value in (("corrected", g.ecc_corrected),
+                                  ("uncorrected", g.ecc_uncorrected)):
+            if value is not None:
+                ecc.add_metric([str(g.index), g.uuid, error_type], value)
+    if ecc.samples:
+        yield ecc
+    info = gauge("helios_gpu_info", "GPU model and driver version (NVML nvmlDeviceGetName, "
+                 "nvmlSystemGetDriverVersion, sanitised); always 1.",
+                 [*L, "name", "driver_version"])
+    for g in live:
+        info.add_metric([str(g.index), g.uuid, g.name or "unknown", driver or "unknown"], 1.0)
+    if info.samples:
+        yield info
+    yield from _ranks(gpus, snap)
+
+
+def _ranks(gpus: tuple[GpuStats, ...], snap: Snapshot | None) -> Iterator[Metric]:
+    if snap is None or not snap.ranks:
+        return
+    by_uuid = {g.uuid: g for g in gpus if g.uuid}
+    m = gauge("helios_gpu_rank_info", "Engine rank running on this GPU (snapshot ranks[].gpu_uuid "
+              "matched to the NVML UUID); always 1.", [*L, "rank", "generation"])
+    for rank in snap.ranks:
+        g = by_uuid.get(rank.gpu_uuid)
+        if g is not None:
+            m.add_metric([str(g.index), g.uuid, str(rank.rank), snap.generation], 1.0)
+    if m.samples:
+        yield m
