@@ -1,0 +1,106 @@
+"""Shared builders for the restore-window tests (snapshots from contract-shaped dicts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exporter.restore.window import Bounds, Event, Input, Poll, Preflight, RestoreState, step
+from exporter.snapshot import Snapshot, snapshot_from_obj
+
+BOUNDS = Bounds(request_cutoff=100.0, restore_bound=200.0, down_grace=10.0)
+PREFLIGHT_BOUNDS = Bounds(request_cutoff=100.0, restore_bound=200.0, down_grace=10.0,
+                          preflight=("direct", "routed"))
+
+
+def snap(
+    generation: str = "g1",
+    admission: str | None = "open",
+    inflight: int | None = 0,
+    image: str | None = "sha256:aaa",
+    container: str | None = "c1",
+) -> Snapshot:
+    obj: dict[str, Any] = {"schema_version": 1, "generation": generation}
+    ident = {k: v for k, v in (("image_digest", image), ("container_id", container)) if v is not None}
+    if ident:
+        obj["identity"] = ident
+    if admission is not None:
+        adm: dict[str, Any] = {"state": admission}
+        if inflight is not None:
+            adm["inflight_requests"] = inflight
+        obj["admission"] = adm
+    return snapshot_from_obj(obj)
+
+
+def poll(at: float, *args: Any, **kwargs: Any) -> Poll:
+    return Poll(at, snap(*args, **kwargs))
+
+
+def fail(at: float) -> Poll:
+    return Poll(at, None)
+
+
+def event(at: float, kind: str, id_: str | None = None) -> Event:
+    return Event(at, id_ or f"{kind}-{at}", kind)  # type: ignore[arg-type]
+
+
+def pf(at: float, probe: str, ok: bool = True) -> Preflight:
+    return Preflight(at, probe, ok)
+
+
+def run(inputs: list[Input], bounds: Bounds = BOUNDS,
+        state: RestoreState | None = None) -> list[RestoreState]:
+    """Every state after each input, in order."""
+    out: list[RestoreState] = []
+    s = state if state is not None else RestoreState()
+    for inp in inputs:
+        s = step(s, inp, bounds)
+        out.append(s)
+    return out
+
+
+def final(inputs: list[Input], bounds: Bounds = BOUNDS,
+          state: RestoreState | None = None) -> RestoreState:
+    return run(inputs, bounds, state)[-1]
+
+
+# -- a sidecar against a mock engine ---------------------------------------------------------------
+
+class MockEngine:
+    """An httpx.MockTransport handler: serves `snapshot` (None: connection refused)."""
+
+    def __init__(self, snapshot: dict[str, Any] | None = None) -> None:
+        self.snapshot = snapshot if snapshot is not None else snapshot_obj()
+        self.down = False
+
+    def __call__(self, request: Any) -> Any:
+        import httpx
+
+        if self.down:
+            raise httpx.ConnectError("connection refused", request=request)
+        if request.url.path == "/debug/offload/snapshot":
+            return httpx.Response(200, json=self.snapshot)
+        if request.url.path == "/metrics":
+            return httpx.Response(200, text="# EOF\n")
+        return httpx.Response(404)
+
+
+def snapshot_obj(generation: str = "g1", admission: str = "open", inflight: int = 0,
+                 container: str = "c1", image: str = "sha256:aaa") -> dict[str, Any]:
+    return {"schema_version": 1, "generation": generation,
+            "identity": {"image_digest": image, "container_id": container},
+            "admission": {"state": admission, "inflight_requests": inflight}}
+
+
+def make_sidecar(state_dir: Any, engine: MockEngine | None = None, **config: Any) -> Any:
+    """exporter.sidecar.build with the engine client replaced by a MockTransport one."""
+    import httpx
+
+    from exporter.config import Config
+    from exporter.sidecar import build
+
+    cfg = Config(engine_url="http://engine.test", state_dir=state_dir, no_nvml=True,
+                 request_cutoff=100.0, restore_bound=200.0, down_grace=10.0, **config)
+    sidecar = build(cfg)
+    sidecar.poller.engine_source.client = httpx.AsyncClient(
+        transport=httpx.MockTransport(engine or MockEngine()))
+    return sidecar

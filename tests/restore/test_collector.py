@@ -1,0 +1,169 @@
+"""RestoreCollector: the exact series exported for open, closed and aborted windows."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.openmetrics import exposition as openmetrics
+from prometheus_client.parser import text_string_to_metric_families
+from restore_helpers import event, fail, final, poll
+
+from exporter.collectors.restore import RestoreCollector
+from exporter.poller import RestoreStatus
+from exporter.restore.window import CHECKS, PHASES, Bounds, RestoreState
+
+BOUNDS = Bounds(request_cutoff=4200.0, restore_bound=5400.0, down_grace=60.0)
+T0 = 1764389520.125
+
+
+def registry_for(status: RestoreStatus) -> CollectorRegistry:
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(RestoreCollector(lambda: status, BOUNDS))
+    return reg
+
+
+def series(reg: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in reg.collect() for s in fam.samples}
+
+
+def names(reg: CollectorRegistry) -> set[str]:
+    return {name for name, _ in series(reg)}
+
+
+def phase_of(reg: CollectorRegistry) -> str:
+    hot = [p for p in PHASES if reg.get_sample_value("helios_restore_phase", {"phase": p}) == 1]
+    cold = [p for p in PHASES if reg.get_sample_value("helios_restore_phase", {"phase": p}) == 0]
+    assert len(hot) == 1 and len(cold) == len(PHASES) - 1
+    return hot[0]
+
+
+def opened() -> RestoreState:
+    return final([poll(T0 - 30, inflight=3), poll(T0, admission="draining", inflight=2)], BOUNDS)
+
+
+def closed(**kw: object) -> RestoreState:
+    return final([poll(T0 - 30, inflight=3), poll(T0, admission="closed", inflight=0),
+                  fail(T0 + 100), poll(T0 + 600, generation="g2", **kw)], BOUNDS)  # type: ignore[arg-type]
+
+
+def test_initial_state() -> None:
+    reg = registry_for(RestoreStatus())
+    assert reg.get_sample_value("helios_restore_window_open") == 0
+    assert phase_of(reg) == "serving"
+    assert names(reg) == {"helios_restore_window_open", "helios_restore_phase",
+                          "helios_restore_state_write_errors_total",
+                          "helios_restore_state_corrupt_total"}
+    assert reg.get_sample_value("helios_restore_state_write_errors_total") == 0
+
+
+def test_open_window_exports_start_and_deadlines() -> None:
+    reg = registry_for(RestoreStatus(state=opened()))
+    get = reg.get_sample_value
+    assert get("helios_restore_window_open") == 1
+    assert get("helios_restore_window_start_timestamp_seconds") == T0
+    assert get("helios_restore_deadline_timestamp_seconds", {"bound": "request_cutoff"}) == T0 + 4200
+    assert get("helios_restore_deadline_timestamp_seconds", {"bound": "restore"}) == T0 + 5400
+    assert get("helios_restore_window_cause", {"cause": "drain"}) == 1
+    assert get("helios_restore_window_cause", {"cause": "event"}) == 0
+    assert phase_of(reg) == "draining"
+    assert not any(n.startswith("helios_restore_check_ok") for n in names(reg))
+    assert not any(n.startswith("helios_restore_last_window") for n in names(reg))
+    deadlines = {k for k in series(reg) if k[0] == "helios_restore_deadline_timestamp_seconds"}
+    assert len(deadlines) == 2
+
+
+def test_closed_window_exports_checks_not_deadlines() -> None:
+    state = closed()
+    reg = registry_for(RestoreStatus(state=state))
+    get = reg.get_sample_value
+    assert get("helios_restore_window_open") == 0
+    assert get("helios_restore_window_start_timestamp_seconds") is None
+    for bound in ("request_cutoff", "restore"):
+        assert get("helios_restore_deadline_timestamp_seconds", {"bound": bound}) is None
+    checks = {dict(k[1])["check"]: v for k, v in series(reg).items()
+              if k[0] == "helios_restore_check_ok"}
+    assert checks == {"image": 1.0, "container": 1.0, "fresh_generation": 1.0,
+                      "drained_admission": 1.0}
+    assert get("helios_restore_last_window_duration_seconds") == 600
+    assert get("helios_restore_last_window_outcome", {"outcome": "in_time"}) == 1
+    assert get("helios_restore_last_window_outcome", {"outcome": "late"}) == 0
+    assert get("helios_restore_last_window_outcome", {"outcome": "aborted"}) == 0
+    assert phase_of(reg) == "serving"
+
+
+def test_failed_and_unknown_checks() -> None:
+    reg = registry_for(RestoreStatus(state=closed(container="c2", image=None)))
+    get = reg.get_sample_value
+    assert get("helios_restore_check_ok", {"check": "container"}) == 0
+    assert get("helios_restore_check_ok", {"check": "image"}) is None  # unknown: absent, not 0
+    for check in ("preflight_direct", "preflight_routed"):
+        assert get("helios_restore_check_ok", {"check": check}) is None
+
+
+def test_checks_hidden_while_the_next_window_is_open_and_kept_after_it() -> None:
+    first = closed()
+    second = final([poll(T0 + 9000, generation="g2", admission="draining", inflight=1)], BOUNDS,
+                   state=first)
+    reg = registry_for(RestoreStatus(state=second))
+    assert reg.get_sample_value("helios_restore_window_open") == 1
+    assert not any(n.startswith("helios_restore_check_ok") for n in names(reg))
+    # the previous window's duration is still the last closed one
+    assert reg.get_sample_value("helios_restore_last_window_duration_seconds") == 600
+
+
+def test_aborted_window_exports_no_checks() -> None:
+    state = final([event(T0 + 1, "abort")], BOUNDS, state=opened())
+    reg = registry_for(RestoreStatus(state=state))
+    assert reg.get_sample_value("helios_restore_window_open") == 0
+    assert not any(n.startswith("helios_restore_check_ok") for n in names(reg))
+    assert reg.get_sample_value("helios_restore_last_window_outcome", {"outcome": "aborted"}) == 1
+    assert reg.get_sample_value("helios_restore_last_window_duration_seconds") == 1
+
+
+def test_checks_with_unknown_names_are_not_exported() -> None:
+    state = RestoreState(checks={"image": False, "bogus": True})
+    reg = registry_for(RestoreStatus(state=state))
+    checks = {k for k in series(reg) if k[0] == "helios_restore_check_ok"}
+    assert checks == {("helios_restore_check_ok", (("check", "image"),))}
+    assert set(CHECKS) >= {"image", "container", "fresh_generation", "drained_admission",
+                           "preflight_direct", "preflight_routed"}
+
+
+def test_counters() -> None:
+    status = RestoreStatus(state=opened(), write_errors=3, corrupt_files=1,
+                           events=Counter({("drain_started", "accepted"): 2,
+                                           ("abort", "duplicate"): 1}))
+    reg = registry_for(status)
+    get = reg.get_sample_value
+    assert get("helios_restore_state_write_errors_total") == 3
+    assert get("helios_restore_state_corrupt_total") == 1
+    assert get("helios_restore_events_total", {"event": "drain_started", "result": "accepted"}) == 2
+    assert get("helios_restore_events_total", {"event": "abort", "result": "duplicate"}) == 1
+
+
+def test_phases_one_hot() -> None:
+    for state, phase in [
+        (opened(), "draining"),
+        (final([poll(T0, admission="closed", inflight=0)], BOUNDS), "drained"),
+        (final([poll(T0 - 120), fail(T0), fail(T0 + 61)], BOUNDS), "down"),
+        (final([poll(T0 - 120), fail(T0), fail(T0 + 61), event(T0 + 62, "restore_started")],
+               BOUNDS), "restoring"),
+    ]:
+        assert phase_of(registry_for(RestoreStatus(state=state))) == phase
+
+
+def test_text_and_openmetrics_exposition_parse() -> None:
+    reg = registry_for(RestoreStatus(state=closed(), events=Counter({("abort", "accepted"): 1})))
+    text = generate_latest(reg).decode()
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    assert fams["helios_restore_check_ok"].type == "gauge"
+    assert fams["helios_restore_events"].type == "counter"
+    om = openmetrics.generate_latest(reg).decode()  # type: ignore[no-untyped-call]
+    assert om.endswith("# EOF\n")
+    assert 'helios_restore_events_total{event="abort",result="accepted"} 1.0' in om
+    open_text = generate_latest(registry_for(RestoreStatus(state=opened()))).decode()
+    parsed = {s.name: s.value for f in text_string_to_metric_families(open_text) for s in f.samples
+              if not s.labels}
+    assert parsed["helios_restore_window_start_timestamp_seconds"] == T0  # no precision lost

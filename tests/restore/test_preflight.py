@@ -1,0 +1,208 @@
+"""Preflight probe: a real tiny HTTP server on 127.0.0.1 and httpx.MockTransport."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from restore_helpers import MockEngine, make_sidecar, snapshot_obj
+
+from exporter.restore import preflight
+
+URL = "http://engine.test/v1/completions"
+
+
+def probe_with(handler: Any, max_tokens: int = 4, timeout: float = 1.0,
+               auth: str | None = None) -> tuple[bool, str]:
+    async def go() -> tuple[bool, str]:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            return await preflight.probe(client, URL, max_tokens, timeout, auth)
+    return asyncio.run(go())
+
+
+def answer(status: int = 200, body: Any = None, **kw: Any) -> Any:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if body is None:
+            return httpx.Response(status, json={"usage": {"completion_tokens": 4}}, **kw)
+        if isinstance(body, bytes):
+            return httpx.Response(status, content=body, **kw)
+        return httpx.Response(status, json=body, **kw)
+    return handler
+
+
+def test_passes_on_200_with_exactly_max_tokens() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"choices": [{"text": "abcd"}],
+                                         "usage": {"completion_tokens": 4, "prompt_tokens": 3}})
+
+    assert probe_with(handler, auth="Bearer probe-secret") == (True, "ok")
+    req = seen[0]
+    assert req.method == "POST" and str(req.url) == URL
+    body = json.loads(req.content)
+    assert body["max_tokens"] == 4 and body["temperature"] == 0 and body["prompt"]
+    assert req.headers["authorization"] == "Bearer probe-secret"
+
+
+def test_no_auth_header_unless_configured() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"usage": {"completion_tokens": 4}})
+
+    assert probe_with(handler)[0] is True
+    assert "authorization" not in seen[0].headers
+
+
+@pytest.mark.parametrize("tokens", [0, 3, 5, 40, -4, "4", None, 4.5, [4], True])
+def test_fails_on_other_counts(tokens: Any) -> None:
+    ok, detail = probe_with(answer(body={"usage": {"completion_tokens": tokens}}))
+    assert ok is False and "completion_tokens" in detail
+
+
+def test_bool_is_not_a_count_of_one() -> None:
+    ok, _ = probe_with(answer(body={"usage": {"completion_tokens": True}}), max_tokens=1)
+    assert ok is False
+    assert probe_with(answer(body={"usage": {"completion_tokens": 1}}), max_tokens=1)[0] is True
+
+
+@pytest.mark.parametrize("status", [201, 204, 301, 302, 400, 401, 404, 429, 500, 503])
+def test_fails_on_non_200(status: int) -> None:
+    headers = {"Location": "http://elsewhere.test/"} if 300 <= status < 400 else {}
+    ok, detail = probe_with(answer(status, headers=headers))
+    assert ok is False and detail == f"HTTP {status}"
+
+
+@pytest.mark.parametrize("body", [
+    {}, {"usage": None}, {"usage": {}}, {"usage": "4"}, [1, 2], b"not json", b"", {"choices": []},
+])
+def test_fails_without_usage(body: Any) -> None:
+    ok, detail = probe_with(answer(body=body))
+    assert ok is False and "usage" in detail
+
+
+def test_fails_on_timeout_and_transport_errors() -> None:
+    def timeout(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("slow", request=request)
+
+    def refused(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    assert probe_with(timeout) == (False, "timeout")
+    ok, detail = probe_with(refused)
+    assert ok is False and detail.startswith("transport")
+
+
+# -- a real server on 127.0.0.1 ------------------------------------------------------------------
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        request = json.loads(self.rfile.read(length))
+        if self.path == "/slow":
+            time.sleep(1.0)
+        status = 500 if self.path == "/broken" else 200
+        tokens = request["max_tokens"] - (1 if self.path == "/short" else 0)
+        payload = json.dumps({"usage": {"completion_tokens": tokens}}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv.daemon_threads = True
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def real_probe(url: str, timeout: float = 2.0) -> tuple[bool, str]:
+    async def go() -> tuple[bool, str]:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            return await preflight.probe(client, url, 4, timeout)
+    return asyncio.run(go())
+
+
+def test_real_server(server: str) -> None:
+    assert real_probe(f"{server}/v1/completions") == (True, "ok")
+    assert real_probe(f"{server}/short")[0] is False
+    assert real_probe(f"{server}/broken") == (False, "HTTP 500")
+    t0 = time.monotonic()
+    assert real_probe(f"{server}/slow", timeout=0.2) == (False, "timeout")
+    assert time.monotonic() - t0 < 0.9
+
+
+def test_refused_port() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ok, detail = real_probe(f"http://127.0.0.1:{port}/v1/completions")
+    assert ok is False and detail.startswith("transport")
+
+
+# -- the poller runs the probes while verifying and the window closes once both pass ---------------
+
+def test_poller_runs_probes_and_closes_the_window(tmp_path: Path) -> None:
+    engine = MockEngine(snapshot_obj(admission="draining", inflight=0))
+    sidecar = make_sidecar(tmp_path, engine)
+    poller = sidecar.poller
+    results = {"direct": [False, True], "routed": [True, True]}
+    calls: list[str] = []
+
+    def runner(name: str) -> Any:
+        async def run() -> tuple[bool, str]:
+            calls.append(name)
+            async with httpx.AsyncClient(transport=httpx.MockTransport(
+                    answer(body={"usage": {"completion_tokens": 4 if results[name].pop(0)
+                                           else 2}}))) as client:
+                return await preflight.probe(client, URL, 4, 1.0)
+        return run
+
+    poller.preflight = {"direct": runner("direct"), "routed": runner("routed")}
+    poller.bounds = type(poller.bounds)(100.0, 200.0, 10.0, ("direct", "routed"))
+    clock = iter([1000.0 + i for i in range(100)])
+    poller.clock = lambda: next(clock)
+
+    async def go() -> None:
+        await poller.cycle()  # draining: the window opens
+        engine.down = True
+        await poller.cycle()
+        engine.down = False
+        engine.snapshot = snapshot_obj(generation="g2")
+        await poller.cycle()  # open again: verifying, direct fails, routed passes
+        assert poller.restore.state.phase == "verifying"
+        assert poller.restore.state.window is not None
+        await poller.cycle()  # direct passes now; routed is not probed again
+        await poller.engine_source.client.aclose()
+
+    asyncio.run(go())
+    poller.close()
+    assert calls == ["direct", "routed", "direct"]
+    state = poller.restore.state
+    assert state.window is None
+    assert state.checks["preflight_direct"] is True and state.checks["preflight_routed"] is True
+    assert state.checks["fresh_generation"] is True and state.checks["drained_admission"] is True
+    get = sidecar.registry.get_sample_value
+    assert get("helios_restore_check_ok", {"check": "preflight_direct"}) == 1

@@ -1,0 +1,168 @@
+"""Property tests of the restore window: random polls, failures, events and probes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import cache
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from exporter.restore import store
+from exporter.restore.window import Bounds, Event, Input, Poll, Preflight, RestoreState, step
+from exporter.snapshot import Snapshot, snapshot_from_obj
+
+SETTINGS = settings(max_examples=200, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@cache
+def _snap(generation: str, admission: str | None, inflight: int | None, container: str | None,
+          image: str | None) -> Snapshot:
+    obj: dict = {"schema_version": 1, "generation": generation}
+    ident = {k: v for k, v in (("container_id", container), ("image_digest", image)) if v}
+    if ident:
+        obj["identity"] = ident
+    if admission is not None:
+        obj["admission"] = {"state": admission}
+        if inflight is not None:
+            obj["admission"]["inflight_requests"] = inflight
+    return snapshot_from_obj(obj)
+
+
+snapshots = st.builds(
+    _snap,
+    st.sampled_from(["g1", "g2", "g3"]),
+    st.sampled_from(["open", "open", "draining", "closed", None]),
+    st.one_of(st.none(), st.integers(0, 3)),
+    st.sampled_from(["c1", "c2", None]),
+    st.sampled_from(["sha256:a", "sha256:b", None]),
+)
+
+# (delay, what): what is a snapshot, None (failed poll), an event kind or a preflight result.
+actions = st.tuples(
+    st.one_of(st.floats(0.001, 30, allow_nan=False), st.sampled_from([0.0, 1.0, 10.0, 0.1])),
+    st.one_of(
+        snapshots,
+        st.none(), st.none(), st.none(),  # failures weighted up: streaks past the grace are common
+        st.sampled_from(["drain_started", "restore_started", "window_closed", "abort"]),
+        st.tuples(st.sampled_from(["direct", "routed"]), st.booleans()),
+    ),
+)
+
+bounds_st = st.builds(
+    lambda cutoff, extra, grace, probes: Bounds(cutoff, cutoff + extra, grace, probes),
+    st.floats(0.5, 200, allow_nan=False),
+    st.floats(0, 200, allow_nan=False),
+    st.sampled_from([0.0, 0.5, 10.0, 60.0]),
+    st.sampled_from([(), ("direct",), ("direct", "routed")]),
+)
+
+start_at = st.floats(1.7e9, 1.8e9, allow_nan=False)
+
+
+def inputs_of(t0: float, seq: list) -> list[Input]:
+    out: list[Input] = []
+    now = t0
+    for i, (delay, what) in enumerate(seq):
+        now += delay
+        if what is None or isinstance(what, Snapshot):
+            out.append(Poll(now, what))
+        elif isinstance(what, str):
+            out.append(Event(now, f"ev-{i}", what))  # type: ignore[arg-type]
+        else:
+            out.append(Preflight(now, what[0], what[1]))
+    return out
+
+
+def admission_of(snap: Snapshot) -> str:
+    return snap.admission.state if snap.admission else "open"
+
+
+@SETTINGS
+@given(start_at, st.lists(actions, max_size=40), bounds_st)
+def test_window_start_and_opening_causes(t0: float, seq: list, bounds: Bounds) -> None:
+    state = RestoreState()
+    streak_first: float | None = None  # first failure since the last success or the last close
+    last_close: float | None = None
+    for inp in inputs_of(t0, seq):
+        before = state
+        state = step(state, inp, bounds)
+        failed = isinstance(inp, Poll) and inp.snapshot is None
+        if isinstance(inp, Poll):
+            streak_first = (streak_first if streak_first is not None else inp.at) if failed else None
+        was, now_open = before.window, state.window
+        if was is not None and now_open is not None:
+            assert now_open.start == was.start and now_open.cause == was.cause
+        if was is None and now_open is not None:
+            # A window opens only for one of the contract's causes, at the right start.
+            if isinstance(inp, Event):
+                assert inp.kind in ("drain_started", "restore_started")
+                assert now_open.start == inp.at and now_open.cause == "event"
+            elif isinstance(inp, Poll) and inp.snapshot is not None:
+                assert admission_of(inp.snapshot) in ("draining", "closed")
+                assert now_open.start == inp.at and now_open.cause == "drain"
+            elif failed:
+                assert streak_first is not None
+                assert inp.at - streak_first > bounds.down_grace
+                assert now_open.start == streak_first and now_open.cause == "unreachable"
+            else:
+                raise AssertionError(f"window opened by {inp!r}")
+            assert last_close is None or now_open.start >= last_close
+        if was is not None and now_open is None:
+            # Closes only on an engine answering open, a window_closed/abort event or a probe.
+            assert not failed
+            if isinstance(inp, Poll):
+                assert inp.snapshot is not None and admission_of(inp.snapshot) == "open"
+            if isinstance(inp, Event):
+                assert inp.kind in ("window_closed", "abort")
+            assert state.last_window is not None and state.last_window.start == was.start
+            assert state.last_window.end == inp.at
+            assert state.last_window.outcome == (
+                "aborted" if isinstance(inp, Event) and inp.kind == "abort"
+                else "in_time" if inp.at <= was.start + bounds.restore_bound else "late")
+            last_close = inp.at
+            streak_first = None  # a failure streak must begin anew after a close
+        if now_open is not None:
+            assert now_open.start <= inp.at
+            assert now_open.deadline(bounds, "request_cutoff") == now_open.start + bounds.request_cutoff
+            assert now_open.deadline(bounds, "restore") == now_open.start + bounds.restore_bound
+            if bounds.preflight and now_open.preflight:
+                assert set(now_open.preflight) <= {"direct", "routed"}
+        else:
+            assert state.phase == "serving"
+        assert set(state.checks) <= {"image", "container", "fresh_generation", "drained_admission",
+                                     "preflight_direct", "preflight_routed"}
+        if state.checks:
+            assert not any(k.startswith("preflight_") and k[10:] not in bounds.preflight
+                           for k in state.checks)
+
+
+@SETTINGS
+@given(start_at, st.lists(actions, max_size=40), bounds_st)
+def test_store_round_trip_is_exact(t0: float, seq: list, bounds: Bounds) -> None:
+    state = RestoreState()
+    for inp in inputs_of(t0, seq):
+        state = step(state, inp, bounds)
+        back = store.decode(store.encode(state))
+        # A failure streak shorter than the grace is deliberately not carried over a restart.
+        assert back == replace(state, unreachable_since=None)
+        if state.window is not None:
+            assert back.window is not None
+            assert back.window.start == state.window.start  # exact, not just to the millisecond
+            assert back.window.incumbent == state.window.incumbent
+            assert back.window.deadline(bounds, "restore") == state.window.deadline(bounds, "restore")
+        # Continuing from the decoded state behaves like continuing from the original.
+        assert step(back, Poll(inp.at + 1, None), bounds).window == \
+            step(replace(state, unreachable_since=None), Poll(inp.at + 1, None), bounds).window
+
+
+@SETTINGS
+@given(st.floats(0, 4e9, allow_nan=False, allow_infinity=False))
+def test_start_survives_encoding_to_the_last_bit(start: float) -> None:
+    state = step(RestoreState(), Event(start, "e", "drain_started"), Bounds())
+    back = store.decode(store.encode(state))
+    assert back.window is not None
+    assert back.window.start == start
+    assert math.copysign(1, back.window.start) == math.copysign(1, start)

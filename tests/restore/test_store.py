@@ -1,0 +1,287 @@
+"""The durable restore state file: round trip, atomic replacement, corrupt files, write errors."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from restore_helpers import MockEngine, event, fail, final, make_sidecar, poll
+from structlog.testing import capture_logs
+
+from exporter.poller import Poller
+from exporter.restore import store
+from exporter.restore.store import STATE_FILE, StateFileError, StateStore
+from exporter.restore.window import RestoreState
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def open_window_state() -> RestoreState:
+    """A window opened by a drain at a start with sub-millisecond digits, incumbent known."""
+    return final([poll(1764389520.123456, inflight=3),
+                  poll(1764389525.987654321, admission="draining", inflight=2),
+                  event(1764389526.5, "drain_started", "ev-1")])
+
+
+def closed_window_state() -> RestoreState:
+    return final([poll(0, inflight=1), poll(10, admission="closed", inflight=0), fail(20),
+                  fail(40), poll(50, generation="g2")])
+
+
+@pytest.mark.parametrize("state", [RestoreState(), open_window_state(), closed_window_state()],
+                         ids=["initial", "open", "closed"])
+def test_save_load_round_trip(tmp_path: Path, state: RestoreState) -> None:
+    s = StateStore(tmp_path / "state")
+    assert s.load() is None
+    s.save(state)
+    assert s.load() == state
+    # saving again replaces, never appends
+    s.save(RestoreState())
+    assert s.load() == RestoreState()
+    assert sorted(p.name for p in s.directory.iterdir()) == [STATE_FILE]  # no tmp left behind
+
+
+def test_open_window_fields_survive(tmp_path: Path) -> None:
+    state = open_window_state()
+    s = StateStore(tmp_path)
+    s.save(state)
+    back = s.load()
+    assert back is not None and back.window is not None and state.window is not None
+    assert back.window.start == 1764389525.987654321
+    assert back.window.cause == "drain"
+    assert back.window.incumbent == state.window.incumbent
+    assert back.window.last_inflight == 2
+    assert back.event_ids == ("ev-1",)
+
+
+def test_stray_tmp_file_from_a_crash_is_ignored(tmp_path: Path) -> None:
+    s = StateStore(tmp_path)
+    old = open_window_state()
+    s.save(old)
+    # A crash between the tmp write and the rename leaves a tmp file (here: a torn one).
+    (tmp_path / f".{STATE_FILE}.4242.tmp").write_bytes(store.encode(RestoreState())[:20])
+    assert s.load() == old
+    s.save(closed_window_state())
+    assert s.load() == closed_window_state()
+
+
+def test_killed_between_fsync_and_rename_keeps_the_old_state(tmp_path: Path) -> None:
+    """A real process dies (os._exit) at the rename: the old file is intact, the new one whole."""
+    s = StateStore(tmp_path)
+    old = open_window_state()
+    s.save(old)
+    code = textwrap.dedent(f"""
+        import os, pathlib, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from restore_helpers import fail, final, poll
+        from exporter.restore.store import StateStore
+        pathlib.Path.replace = lambda self, target: os._exit(137)
+        StateStore(pathlib.Path({str(tmp_path)!r})).save(final([poll(0), poll(1, admission="closed")]))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 137, proc.stderr.decode()
+    assert s.load() == old
+    stray = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert len(stray) == 1
+    assert store.decode(stray[0].read_bytes()).window is not None  # fully written before the kill
+
+
+def _good() -> dict:
+    return json.loads(store.encode(open_window_state()))
+
+
+def _with(path: list, value: object) -> bytes:
+    doc = _good()
+    target = doc
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return json.dumps(doc).encode()
+
+
+CORRUPT = {
+    "garbage": b"\x00\xff\xfe garbage \x80",
+    "empty": b"",
+    "truncated": store.encode(open_window_state())[:-9],
+    "null": b"null",
+    "list": b"[1, 2]",
+    "format_2": _with(["format"], 2),
+    "no_format": json.dumps({"state": {}}).encode(),
+    "state_list": _with(["state"], []),
+    "state_string": _with(["state"], "serving"),
+    "start_string": _with(["state", "window", "start"], "soon"),
+    "start_bool": _with(["state", "window", "start"], True),
+    "start_nan": store.encode(open_window_state()).replace(b'"start": 1764389525.9876542',
+                                                          b'"start": NaN'),
+    "cause_bogus": _with(["state", "window", "cause"], "bogus"),
+    "phase_bogus": _with(["state", "phase"], "exploded"),
+    "window_list": _with(["state", "window"], [1]),
+    "incumbent_string": _with(["state", "window", "incumbent"], "g1"),
+    "incumbent_generation_int": _with(["state", "window", "incumbent", "generation"], 7),
+    "preflight_list": _with(["state", "window", "preflight"], ["direct"]),
+    "checks_string": _with(["state", "checks"], "all good"),
+    "checks_value_string": _with(["state", "checks"], {"image": "false"}),
+    "event_ids_int": _with(["state", "event_ids"], 5),
+    "last_inflight_string": _with(["state", "window", "last_inflight"], "three"),
+    "last_window_outcome": _with(["state", "last_window"],
+                                 {"start": 1, "end": 2, "cause": "drain", "outcome": "meh"}),
+    "deep_nesting": b"[" * 100_000 + b"]" * 100_000,
+}
+
+
+def test_corrupt_cases_really_differ_from_a_good_file() -> None:
+    assert b"NaN" in CORRUPT["start_nan"]
+    assert store.decode(json.dumps(_good()).encode()) == open_window_state()
+
+
+@pytest.mark.parametrize("name", list(CORRUPT))
+def test_corrupt_file_is_moved_aside_with_a_clear_error(tmp_path: Path, name: str) -> None:
+    s = StateStore(tmp_path)
+    s.path.write_bytes(CORRUPT[name])
+    with pytest.raises(StateFileError) as info:
+        s.load()
+    assert "corrupt state file" in str(info.value)
+    assert str(s.path) in str(info.value)
+    moved = info.value.moved_to
+    assert moved is not None and moved.parent == tmp_path
+    assert moved.read_bytes() == CORRUPT[name]  # kept for on-call, byte for byte
+    assert not s.path.exists()
+    assert s.load() is None  # the next start begins clean
+
+
+def test_poller_counts_corrupt_file_and_sidecar_keeps_working(tmp_path: Path) -> None:
+    (tmp_path / STATE_FILE).write_bytes(b"{not json")
+    sidecar = make_sidecar(tmp_path)
+    poller = sidecar.poller
+    with capture_logs() as logs:
+        poller.load_state()
+    assert poller.restore.corrupt_files == 1
+    assert poller.restore.state == RestoreState()
+    err = [e for e in logs if e["event"] == "restore_state_unusable"]
+    assert err and err[0]["log_level"] == "error" and ".corrupt-" in err[0]["moved_to"]
+    assert sidecar.registry.get_sample_value("helios_restore_state_corrupt_total") == 1
+
+    async def cycles() -> None:
+        await poller.cycle()
+        await poller.apply_event("ev-1", "drain_started")
+        await poller.engine_source.client.aclose()
+
+    asyncio.run(cycles())
+    poller.close()
+    assert poller.restore.write_errors == 0
+    saved = StateStore(tmp_path).load()
+    assert saved is not None and saved.window is not None and saved.event_ids == ("ev-1",)
+    assert sidecar.registry.get_sample_value("helios_restore_window_open") == 1
+    assert sidecar.status()["restore"]["window_open"] is True
+
+
+def _unwritable_dirs(tmp_path: Path) -> list[Path]:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    dirs = [a_file / "state", a_file]  # parent is a regular file; the state dir is a file
+    if os.geteuid() != 0:  # chmod does not stop root
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        dirs.append(ro)
+    return dirs
+
+
+def test_unwritable_state_dir_counts_write_errors_and_never_raises(tmp_path: Path) -> None:
+    for state_dir in _unwritable_dirs(tmp_path):
+        sidecar = make_sidecar(state_dir)
+        poller = sidecar.poller
+
+        async def go(poller: Poller) -> None:
+            await poller.cycle()  # first snapshot: state changes, persist fails
+            await poller.apply_event("ev-1", "drain_started")
+            await poller.engine_source.client.aclose()
+
+        with capture_logs() as logs:
+            asyncio.run(go(poller))
+        poller.close()
+        assert poller.restore.write_errors == 2, state_dir
+        assert poller.restore.last_write_error.split(":")[0] in (
+            "NotADirectoryError", "FileExistsError", "PermissionError")
+        assert poller.restore.state.window is not None  # the window is still tracked in memory
+        failed = [e for e in logs if e["event"] == "restore_state_write_failed"]
+        assert len(failed) == 2 and failed[0]["log_level"] == "error"
+        assert sidecar.registry.get_sample_value("helios_restore_state_write_errors_total") == 2
+        assert sidecar.status()["restore"]["state_write_errors"] == 2
+
+
+def test_disk_full_keeps_the_old_state(tmp_path: Path) -> None:
+    """ENOSPC without root mounts: the tmp file path is a symlink to /dev/full."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    s = StateStore(tmp_path)
+    old = open_window_state()
+    s.save(old)
+    tmp = tmp_path / f".{STATE_FILE}.{os.getpid()}.tmp"
+    tmp.symlink_to("/dev/full")
+    with pytest.raises(OSError) as info:
+        s.save(RestoreState())
+    assert info.value.errno == errno.ENOSPC
+    assert not tmp.exists() and not tmp.is_symlink()  # the tmp file is cleaned up
+    assert s.load() == old
+
+
+def test_disk_full_is_counted_by_the_poller(tmp_path: Path) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    sidecar = make_sidecar(tmp_path)
+    poller = sidecar.poller
+    (tmp_path / f".{STATE_FILE}.{os.getpid()}.tmp").symlink_to("/dev/full")
+
+    async def go() -> None:
+        await poller.cycle()
+        await poller.engine_source.client.aclose()
+
+    with capture_logs() as logs:
+        asyncio.run(go())
+    poller.close()
+    assert poller.restore.write_errors == 1
+    assert "No space left" in poller.restore.last_write_error
+    assert any(e["event"] == "restore_state_write_failed" for e in logs)
+    assert not (tmp_path / STATE_FILE).exists()
+
+
+def test_state_survives_a_sidecar_restart(tmp_path: Path) -> None:
+    engine = MockEngine()
+    first = make_sidecar(tmp_path, engine)
+
+    async def go(sidecar: object, steps: list) -> None:
+        p = sidecar.poller  # type: ignore[attr-defined]
+        for s in steps:
+            await s(p)
+        await p.engine_source.client.aclose()
+        p.close()
+
+    async def cycle(p: object) -> None:
+        await p.cycle()  # type: ignore[attr-defined]
+
+    async def drain(p: object) -> None:
+        engine.snapshot = {**engine.snapshot, "admission": {"state": "draining",
+                                                            "inflight_requests": 1}}
+        await p.cycle()  # type: ignore[attr-defined]
+
+    asyncio.run(go(first, [cycle, drain]))
+    window = first.poller.restore.state.window
+    assert window is not None
+    second = make_sidecar(tmp_path, engine)
+    second.poller.load_state()
+    engine.down = True
+    asyncio.run(go(second, [cycle]))
+    again = second.poller.restore.state.window
+    assert again is not None
+    assert again.start == window.start and again.incumbent == window.incumbent
+    assert second.registry.get_sample_value(
+        "helios_restore_window_start_timestamp_seconds") == window.start
