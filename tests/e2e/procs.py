@@ -149,6 +149,20 @@ class Stack:
         wait_for(lambda: http_ok(url + "/-/ready"), 60, "prometheus ready", proc)
         return proc, url
 
+    def alertmanager(self, config_text: str, port: int | None = None) -> tuple[Proc, str]:
+        """A real Alertmanager on 127.0.0.1 with this config, clustering disabled."""
+        port = port or free_port()
+        config = self.tmp / f"alertmanager-{port}.yml"
+        config.write_text(config_text)
+        binary = shutil.which("prometheus-alertmanager") or need("alertmanager")
+        proc = self.start(f"alertmanager-{port}", [
+            binary, f"--config.file={config}", f"--storage.path={self.tmp / f'am-{port}'}",
+            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+        ])
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: http_ok(url + "/-/ready"), 60, "alertmanager ready", proc)
+        return proc, url
+
     def stop_all(self) -> None:
         for proc in reversed(self.procs):
             proc.stop()
