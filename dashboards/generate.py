@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Generate the Helios Grafana dashboards (grafana-foundation-sdk) as JSON.
+
+    python dashboards/generate.py            # write dashboards/helios-*.json
+    python dashboards/generate.py --check    # exit 1 with a diff when committed JSON drifted
+
+Thresholds shared with the alerts (restore at-risk margin, page headroom, GPU power limit ratio,
+the window memory of last_over_time) are read from alerts/config.yaml: regenerate both after
+changing it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `dashboards` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from grafana_foundation_sdk.builders import dashboard as db
+
+from dashboards import gpu, offload, restore
+from dashboards.lib import ALERTS_CONFIG, Settings, render
+
+OUT_DIR = Path(__file__).resolve().parent
+
+# file name -> builder; the file names and uids are stable (links and provisioning use them).
+DASHBOARDS: dict[str, Callable[[Settings], db.Dashboard]] = {
+    restore.FILE: restore.build,
+    offload.FILE: offload.build,
+    gpu.FILE: gpu.build,
+}
+
+
+def generate(config: Path = ALERTS_CONFIG) -> dict[str, str]:
+    """File name -> JSON text of every dashboard."""
+    settings = Settings.load(config)
+    return {name: render(build(settings)) for name, build in DASHBOARDS.items()}
+
+
+def check(out_dir: Path, rendered: dict[str, str]) -> str:
+    """Unified diff between the files in out_dir and `rendered`; empty when they match."""
+    diff: list[str] = []
+    for name, text in rendered.items():
+        path = out_dir / name
+        old = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if old != text:
+            diff += difflib.unified_diff(old.splitlines(keepends=True), text.splitlines(keepends=True),
+                                         f"{path} (committed)", f"{path} (generated)")
+    return "".join(diff)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 with a diff when the committed JSON differs from the generator")
+    parser.add_argument("--out", type=Path, default=OUT_DIR, help="directory of the JSON files")
+    parser.add_argument("--config", type=Path, default=ALERTS_CONFIG,
+                        help="alerts config holding the shared thresholds")
+    args = parser.parse_args(argv)
+    rendered = generate(args.config)
+    if args.check:
+        diff = check(args.out, rendered)
+        if diff:
+            sys.stdout.write(diff)
+            sys.stdout.write("\ndashboards drifted: run `python dashboards/generate.py` and commit\n")
+            return 1
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, text in rendered.items():
+        (args.out / name).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""Helios host offload tier dashboard: slabs, evictions, lookups and host-tier reuse."""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.models import units
+
+from dashboards.lib import (
+    Layout,
+    Settings,
+    base_dashboard,
+    datasource_variable,
+    generation_annotation,
+    instance_variable,
+    job_variable,
+    q,
+    query_variable,
+    restore_window_annotation,
+    sel,
+    stat_panel,
+    steps,
+    ts_panel,
+)
+
+UID = "helios-offload"
+FILE = "helios-offload.json"
+
+S = sel(generation=True)  # every offload series carries generation
+
+
+def _s(*matchers: str) -> str:
+    return sel(*matchers, generation=True)
+
+
+def _rate(metric: str, by: str, *matchers: str) -> str:
+    return f"sum by (job, instance, {by}) (rate({metric}{_s(*matchers)}[$__rate_interval]))"
+
+
+def _rate_total(metric: str, *matchers: str) -> str:
+    return f"sum by (job, instance) (rate({metric}{_s(*matchers)}[$__rate_interval]))"
+
+
+def build(settings: Settings) -> db.Dashboard:
+    headroom = settings.page_headroom_ratio
+    pct = f"{headroom:.0%}"
+    d = (base_dashboard(
+        "Helios offload tier", UID,
+        "The engine's host offload tier: row and page slabs carved from one byte budget, "
+        "evictions by pressure and outcome, lookups and miss reasons, and whether the host tier "
+        "is reused. The evidence for an allocator change is row pressure while pages sit free.",
+        ["offload"])
+        .with_variable(datasource_variable())
+        .with_variable(job_variable("helios_offload_slab_capacity"))
+        .with_variable(instance_variable("helios_offload_slab_capacity", multi=True))
+        .with_variable(query_variable(
+            "generation", "Generation",
+            'helios_monitoring_generation_info{job=~"$job", instance=~"$instance"}', multi=True,
+            description="Engine incarnation; counters restart from 0 with every generation."))
+        .annotation(generation_annotation())
+        .annotation(restore_window_annotation(settings.window_memory)))
+    grid = Layout(d)
+
+    grid.row("Now")
+    grid.add(stat_panel(
+        "Slab free",
+        f"Share of each slab's records that is free now (offload.slabs.<kind>.free / capacity). "
+        f"A full slab is normal for a cache (it evicts); what matters is a full row slab while "
+        f"the page slab keeps {pct} or more free: the budget split wastes memory (see row "
+        f"pressure with page headroom).",
+        units.PercentUnit,
+        q(f"helios_offload_slab_free{S}\n/\n(helios_offload_slab_capacity{S} > 0)",
+          "{{kind}} {{instance}}", instant=True),
+        thresholds=steps((None, "orange"), (headroom, "green")), color="value"), 8, 5)
+    grid.add(stat_panel(
+        "Row pressure with page headroom",
+        f"Row-pressure eviction attempts seen while the page slab had at least {pct} free, since "
+        f"this generation started (helios_offload_row_pressure_with_page_headroom_total). Above "
+        f"0 and rising = rows are the bottleneck while pages idle: evidence for giving rows a "
+        f"larger share of the budget (HeliosOffloadRowPressureWithPageHeadroom).",
+        units.Short,
+        q(f"sum by (job, instance, generation) "
+          f"(helios_offload_row_pressure_with_page_headroom_total{S})",
+          "{{instance}} {{generation}}", instant=True),
+        thresholds=steps((None, "green"), (1, "orange"))), 6, 5)
+    grid.add(stat_panel(
+        "Lookup hit ratio",
+        "Share of prefix lookups that found a usable checkpoint in the host tier, over the rate "
+        "interval. Low with many key_mismatch or no_prefix misses is a traffic property; low "
+        "with many 'evicted' misses means the tier is too small for the working set.",
+        units.PercentUnit,
+        q(f"{_rate_total('helios_offload_lookup_hits_total')}\n/\n"
+          f"({_rate_total('helios_offload_lookups_total')} > 0)", "{{instance}}", instant=True),
+        thresholds=steps((None, "orange"), (0.2, "green")), color="value",
+        no_value="no lookups"), 5, 5)
+    grid.add(stat_panel(
+        "Budget in use",
+        "Resident bytes of the host tier as a share of its byte budget (offload.resident.bytes "
+        "/ budget_bytes).",
+        units.PercentUnit,
+        q(f"helios_offload_resident_bytes{S}\n/\n(helios_offload_budget_bytes{S} > 0)",
+          "{{instance}}", instant=True),
+        color="value"), 5, 5)
+
+    grid.row("Slabs")
+    grid.add(ts_panel(
+        "Slab occupancy",
+        f"Used share of the row and page slabs over time. Rows at 100% with pages below "
+        f"{1 - headroom:.0%} (the threshold line) is the imbalance the row-pressure evidence "
+        f"counts.",
+        units.PercentUnit,
+        q(f"1 - helios_offload_slab_free{S}\n/\n(helios_offload_slab_capacity{S} > 0)",
+          "{{kind}} {{instance}} {{generation}}"),
+        thresholds=steps((None, "green"), (1 - headroom, "orange")), min_val=0, max_val=1), 12, 8)
+    grid.add(ts_panel(
+        "Slab records used and capacity",
+        "Records in use and the capacity of each slab (a row record holds one recurrent-state "
+        "checkpoint, a page record one KV page). Capacity changes only with the budget or the "
+        "row fraction of a new generation.",
+        units.Short,
+        q(f"helios_offload_slab_capacity{S} - helios_offload_slab_free{S}",
+          "{{kind}} used {{instance}}", ref="A"),
+        q(f"helios_offload_slab_capacity{S}", "{{kind}} capacity {{instance}}", ref="B"),
+        min_val=0), 12, 8)
+
+    grid.row("Evictions")
+    grid.add(ts_panel(
+        "Eviction attempts by pressure",
+        "Eviction attempts per second: row = a recurrent-state row was needed and none was "
+        "free, page = KV pages were needed. Steady row attempts with page attempts at 0 is the "
+        "row-bound pattern.",
+        units.OpsPerSecond,
+        q(_rate("helios_offload_eviction_attempts_total", "pressure"), "{{pressure}} {{instance}}"),
+        min_val=0), 8, 8)
+    grid.add(ts_panel(
+        "Eviction outcomes",
+        "How attempts ended, per second: evicted (something was freed), pinned (candidates were "
+        "in use by readers), non_durable (candidates still awaited their stores), no_eligible "
+        "(nothing to evict). Anything but evicted means a request could not get its records: "
+        "sustained pinned/no_eligible = the tier is undersized for concurrent requests.",
+        units.OpsPerSecond,
+        q(_rate("helios_offload_eviction_outcomes_total", "pressure, outcome"),
+          "{{pressure}} {{outcome}} {{instance}}"),
+        stacked=True), 8, 8)
+    grid.add(ts_panel(
+        "Row pressure while pages had headroom",
+        f"Row-pressure attempts per second made while at least {pct} of pages were free, against "
+        f"all row-pressure attempts. When the two lines coincide every row eviction happened "
+        f"with idle pages: raise the row fraction of the budget.",
+        units.OpsPerSecond,
+        q(_rate_total("helios_offload_row_pressure_with_page_headroom_total"),
+          f"with >= {pct} pages free {{{{instance}}}}", ref="A"),
+        q(_rate_total("helios_offload_eviction_attempts_total", 'pressure="row"'),
+          "all row attempts {{instance}}", ref="B"),
+        min_val=0), 8, 8)
+    grid.add(ts_panel(
+        "Retired leaves",
+        "Leaves of the prefix index retired per second by eviction, by the record kind freed. "
+        "High churn with a low hit ratio means the working set does not fit.",
+        units.OpsPerSecond,
+        q(_rate("helios_offload_retired_leaves_total", "kind"), "{{kind}} {{instance}}"),
+        min_val=0), 12, 7)
+    grid.add(ts_panel(
+        "Ancestor row compactions",
+        "Rows freed per second from single-child ancestors (their pages and child stay) when no "
+        "leaf could be retired under row pressure. Frequent compactions turn later lookups into "
+        "'evicted' misses.",
+        units.OpsPerSecond,
+        q(_rate_total("helios_offload_ancestor_compactions_total"), "{{instance}}"),
+        min_val=0), 12, 7)
+
+    grid.row("Lookups and host tier")
+    grid.add(ts_panel(
+        "Lookups and hits",
+        "Prefix lookups and hits per second. Hits falling while lookups hold steady means stored "
+        "prefixes are evicted before reuse: see the misses by reason and the evictions.",
+        units.OpsPerSecond,
+        q(_rate_total("helios_offload_lookups_total"), "lookups {{instance}}", ref="A"),
+        q(_rate_total("helios_offload_lookup_hits_total"), "hits {{instance}}", ref="B"),
+        min_val=0), 8, 8)
+    grid.add(ts_panel(
+        "Misses by reason",
+        "Lookup misses per second by reason: no_prefix (nothing stored), key_mismatch (stored "
+        "under another checkpoint/model key), no_checkpoint, not_durable (store not finished), "
+        "evicted (the checkpoint lost its row), too_short, other. 'evicted' growing = the tier "
+        "is too small; key_mismatch = clients mix models or checkpoints.",
+        units.OpsPerSecond,
+        q(_rate("helios_offload_lookup_misses_total", "reason"), "{{reason}} {{instance}}"),
+        stacked=True), 8, 8)
+    grid.add(ts_panel(
+        "Host stores vs tokens restored",
+        "Checkpoints stored to the host tier per second (left axis) against prompt tokens "
+        "restored from it and reused overall (right axis, tokens/s). Stores with no tokens "
+        "restored for a long time = the tier costs memory and bandwidth for nothing "
+        "(HeliosOffloadHostTierNoReuse).",
+        units.OpsPerSecond,
+        q(_rate_total("helios_offload_host_stores_total"), "stores {{instance}}", ref="A"),
+        q(_rate_total("helios_offload_host_tokens_restored_total"),
+          "tokens restored {{instance}}", ref="B"),
+        q(_rate_total("helios_offload_prompt_tokens_reused_total"),
+          "tokens reused {{instance}}", ref="C"),
+        min_val=0, right_axis=("tokens .*", "suffix: tok/s")), 8, 8)
+    grid.add(ts_panel(
+        "Resident bytes and budget",
+        "Bytes resident in the host tier against its byte budget. Resident bytes far below the "
+        "budget while rows are full is the wasted-budget pattern of a row-bound split.",
+        units.BytesIEC,
+        q(f"helios_offload_resident_bytes{S}", "resident {{instance}}", ref="A"),
+        q(f"helios_offload_budget_bytes{S}", "budget {{instance}}", ref="B"),
+        min_val=0), 12, 7)
+    grid.add(ts_panel(
+        "Resident records",
+        "Records (rows and pages) resident in the host tier. Restarts from 0 with every new "
+        "generation; a drop without a new generation means mass eviction.",
+        units.Short,
+        q(f"helios_offload_resident_records{S}", "{{instance}} {{generation}}"),
+        min_val=0), 12, 7)
+    return d

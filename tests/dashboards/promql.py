@@ -1,0 +1,209 @@
+"""Helpers for the dashboard tests: walk dashboard JSON, substitute Grafana variables, pull
+metric names out of PromQL, and list the metric names the project defines."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD_DIR = ROOT / "dashboards"
+DASHBOARD_FILES = ("helios-restore.json", "helios-offload.json", "helios-gpu.json")
+
+# Series Prometheus itself adds to every target; not defined by the sidecar.
+PROMETHEUS_SERIES = frozenset({"up"})
+# Wildcard families whose members are not listed one by one: the engine pass-through re-exports
+# whatever the engine's allow-listed families are called. Every other name must be listed exactly.
+OPEN_FAMILIES = ("helios_engine_native_",)
+
+GRAFANA_BUILTINS = frozenset({"__rate_interval", "__interval", "__interval_ms", "__range",
+                              "__range_s", "__range_ms", "__dashboard", "__from", "__to"})
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+FUNCTIONS = _words("""
+abs absent absent_over_time acos acosh asin asinh atan atanh avg_over_time ceil changes clamp
+clamp_max clamp_min cos cosh count_over_time days_in_month day_of_month day_of_week day_of_year
+deg delta deriv double_exponential_smoothing exp floor histogram_avg histogram_count
+histogram_fraction histogram_quantile histogram_stddev histogram_stdvar histogram_sum
+holt_winters hour idelta increase irate label_join label_replace last_over_time ln log10 log2
+mad_over_time max_over_time min_over_time minute month pi predict_linear present_over_time
+quantile_over_time rad rate resets round scalar sgn sin sinh sort sort_by_label
+sort_by_label_desc sort_desc sqrt stddev_over_time stdvar_over_time sum_over_time tan tanh time
+timestamp vector year
+""")
+AGGREGATORS = _words("sum min max avg group stddev stdvar count count_values bottomk topk "
+                     "quantile limitk limit_ratio")
+KEYWORDS = _words("by without on ignoring group_left group_right and or unless bool offset "
+                  "atan2 inf nan")
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_NAME_MATCHER = re.compile(r'__name__\s*=\s*"([^"]*)"')
+_LABEL_LIST = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+_IDENT = re.compile(r"(?<![\w:$.])[A-Za-z_:][\w:]*")
+_VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)\]\]")
+_LABEL_VALUES = re.compile(r"^\s*label_values\((.*),\s*(\w+)\s*\)\s*$", re.S)
+
+
+def metric_names(expr: str) -> set[str]:
+    """Metric names an expression selects: identifiers that are not functions, aggregations,
+    keywords, label names (inside {} or grouping lists), durations or Grafana variables."""
+    names = set(_NAME_MATCHER.findall(expr))
+    text = _STRING.sub('""', expr)
+    text = re.sub(r"\{[^}]*\}", "{}", text)
+    text = re.sub(r"\[[^\]]*\]", "[]", text)
+    text = _LABEL_LIST.sub(r"\1", text)
+    for match in _IDENT.finditer(text):
+        word = match.group(0)
+        if word.lower() in KEYWORDS or word in FUNCTIONS or word in AGGREGATORS:
+            continue
+        if text[match.end():].lstrip().startswith("("):
+            continue  # a function call
+        names.add(word)
+    return names
+
+
+def variables_used(expr: str) -> set[str]:
+    return {next(g for g in m.groups() if g) for m in _VARIABLE.finditer(expr)}
+
+
+def substitute(expr: str, values: Mapping[str, str]) -> str:
+    """Replace $var, ${var} and [[var]] as Grafana would; KeyError on an unknown variable."""
+    def one(match: re.Match[str]) -> str:
+        return values[next(g for g in match.groups() if g)]
+    return _VARIABLE.sub(one, expr)
+
+
+def variable_query_expr(query: str) -> str:
+    """The series selector inside a label_values(<selector>, <label>) variable query."""
+    match = _LABEL_VALUES.match(query)
+    if match is None:
+        raise ValueError(f"not a label_values() query: {query!r}")
+    return match.group(1)
+
+
+@dataclass(frozen=True)
+class Target:
+    dashboard: str
+    panel: str
+    panel_type: str
+    ref: str
+    expr: str
+    instant: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.dashboard}: {self.panel} [{self.ref}]"
+
+
+def load(name: str, directory: Path = DASHBOARD_DIR) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((directory / name).read_text(encoding="utf-8"))
+    return data
+
+
+def panels(dashboard: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every panel, rows included, with the panels nested in collapsed rows."""
+    for panel in dashboard.get("panels", []):
+        yield panel
+        yield from panel.get("panels", [])
+
+
+def targets(dashboard: Mapping[str, Any]) -> Iterator[Target]:
+    for panel in panels(dashboard):
+        for target in panel.get("targets", []):
+            yield Target(dashboard["uid"], panel["title"], panel["type"], target["refId"],
+                         target["expr"], bool(target.get("instant")))
+
+
+def all_expressions(dashboard: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(where, PromQL) for panel targets, annotations and variable queries."""
+    for target in targets(dashboard):
+        yield target.name, target.expr
+    for entry in dashboard.get("annotations", {}).get("list", []):
+        if "expr" in entry:
+            yield f"{dashboard['uid']}: annotation {entry['name']}", entry["expr"]
+    for variable in dashboard.get("templating", {}).get("list", []):
+        if variable.get("type") == "query":
+            yield (f"{dashboard['uid']}: variable {variable['name']}",
+                   variable_query_expr(variable["query"]))
+
+
+# -- the names the project defines ------------------------------------------------------------
+
+_BACKTICKED = re.compile(r"`([^`]+)`")
+_FULL_NAME = re.compile(r"^[a-z][a-z0-9_]*\*?$")
+
+
+def documented_metrics(markdown: str) -> tuple[set[str], set[str]]:
+    """(names, wildcard prefixes) from the first column of every metrics table in a markdown file.
+
+    A cell may abbreviate: `helios_offload_slab_capacity` / `_slab_free` means
+    helios_offload_slab_free (the abbreviation keeps the first name's `helios_<subsystem>`).
+    """
+    names: set[str] = set()
+    wildcards: set[str] = set()
+    in_table = False
+    for line in markdown.splitlines():
+        if not line.startswith("|"):
+            in_table = False
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not in_table:
+            in_table = True
+            metric_table = cells[0].lower() == "metric"
+            continue
+        if not metric_table:
+            continue
+        stem = ""
+        for token in _BACKTICKED.findall(cells[0]):
+            if token.startswith("_") and stem:
+                names.add(stem + token)
+            elif _FULL_NAME.match(token):
+                if token.endswith("*"):
+                    wildcards.add(token.rstrip("*"))
+                else:
+                    names.add(token)
+                stem = "_".join(token.split("_")[:2])
+    return names, wildcards
+
+
+def recording_rules(alerts_dir: Path = ROOT / "alerts") -> set[str]:
+    names: set[str] = set()
+    for path in sorted(alerts_dir.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(data, dict):
+            continue
+        for group in data.get("groups", []) or []:
+            for rule in group.get("rules", []) or []:
+                if "record" in rule:
+                    names.add(rule["record"])
+    return names
+
+
+@dataclass(frozen=True)
+class KnownMetrics:
+    names: frozenset[str]
+    open_families: tuple[str, ...]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (
+            name in self.names or any(name.startswith(p) for p in self.open_families))
+
+
+def known_metrics(root: Path = ROOT) -> KnownMetrics:
+    names: set[str] = set(PROMETHEUS_SERIES)
+    wildcards: set[str] = set()
+    for doc in (root / "README.md", root / "docs" / "gpu.md"):
+        found, prefixes = documented_metrics(doc.read_text(encoding="utf-8"))
+        names |= found
+        wildcards |= prefixes
+    names |= recording_rules(root / "alerts")
+    return KnownMetrics(frozenset(names), tuple(p for p in OPEN_FAMILIES if p in wildcards))

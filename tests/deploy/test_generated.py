@@ -1,0 +1,126 @@
+"""deploy/generate.py: the PrometheusRule and the dashboards ConfigMap are exactly alerts/ and
+dashboards/, and the committed files are what the generator writes now."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .conftest import KUBE, ROOT, find, load_docs
+
+GENERATE = ROOT / "deploy" / "generate.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(GENERATE), *args], capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+def _rules_in_alerts() -> list[tuple[str, str, str]]:
+    """(group, alert-or-record name, expr) of every rule file in alerts/, read independently of
+    the generator: every alerts/*.yaml with top-level `groups`."""
+    rules = []
+    for path in sorted((ROOT / "alerts").glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if not (isinstance(doc, dict) and "groups" in doc):
+            continue
+        for group in doc["groups"]:
+            for rule in group["rules"]:
+                rules.append((group["name"], rule.get("alert") or rule["record"], rule["expr"]))
+    return rules
+
+
+def test_committed_files_are_current() -> None:
+    result = _run("--check")
+    assert result.returncode == 0, f"run `python deploy/generate.py`:\n{result.stdout}{result.stderr}"
+
+
+def test_prometheusrule_carries_exactly_the_rules_of_alerts() -> None:
+    (rule,) = load_docs(KUBE / "prometheusrule.yaml")
+    ours = [(g["name"], r.get("alert") or r["record"], r["expr"])
+            for g in rule["spec"]["groups"] for r in g["rules"]]
+    theirs = _rules_in_alerts()
+    assert theirs, "no rules found in alerts/"
+    assert ours == theirs
+    # Both files are in: the alerts and the recording rules the dashboards and alerts use.
+    names = {name for _, name, _ in ours}
+    assert "HeliosRestoreBoundBreached" in names
+    assert any(":" in name for name in names)
+
+
+def test_prometheusrule_groups_are_unchanged_copies() -> None:
+    """labels, annotations, `for` and everything else too, not only names and expressions."""
+    (rule,) = load_docs(KUBE / "prometheusrule.yaml")
+    groups: list[Any] = []
+    for path in sorted((ROOT / "alerts").glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if isinstance(doc, dict) and "groups" in doc:
+            groups.extend(doc["groups"])
+    assert rule["spec"]["groups"] == groups
+
+
+def _scratch_repo(tmp_path: Path) -> Path:
+    """The generator's inputs and outputs in a scratch copy of the repository."""
+    root = tmp_path / "repo"
+    shutil.copytree(ROOT / "alerts", root / "alerts", ignore=shutil.ignore_patterns("tests"))
+    shutil.copytree(ROOT / "dashboards", root / "dashboards")
+    (root / "deploy").mkdir()
+    shutil.copytree(KUBE, root / "deploy" / "kubernetes")
+    return root
+
+
+def test_check_fails_when_a_rule_is_added_without_regenerating(tmp_path: Path) -> None:
+    root = _scratch_repo(tmp_path)
+    assert _run("--check", "--root", str(root)).returncode == 0
+    path = root / "alerts" / "helios-alerts.yaml"
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    doc["groups"][0]["rules"].append({"alert": "HeliosSomethingNew", "expr": "vector(1)"})
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    result = _run("--check", "--root", str(root))
+    assert result.returncode == 1
+    assert "+      - alert: HeliosSomethingNew" in result.stdout or "HeliosSomethingNew" in result.stdout
+    # ... and regenerating fixes it.
+    assert _run("--root", str(root)).returncode == 0
+    assert _run("--check", "--root", str(root)).returncode == 0
+    (rule,) = load_docs(root / "deploy" / "kubernetes" / "prometheusrule.yaml")
+    assert "HeliosSomethingNew" in {r.get("alert") for g in rule["spec"]["groups"] for r in g["rules"]}
+
+
+def test_check_fails_when_a_dashboard_is_added_without_regenerating(tmp_path: Path) -> None:
+    root = _scratch_repo(tmp_path)
+    (root / "dashboards" / "zz-new.json").write_text('{"title": "new"}\n', encoding="utf-8")
+    assert _run("--check", "--root", str(root)).returncode == 1
+    assert _run("--root", str(root)).returncode == 0
+    (cm,) = load_docs(root / "deploy" / "kubernetes" / "dashboards-configmap.yaml")
+    assert cm["data"]["zz-new.json"] == '{"title": "new"}\n'
+
+
+def test_duplicate_group_names_are_refused(tmp_path: Path) -> None:
+    root = _scratch_repo(tmp_path)
+    src = root / "alerts" / "helios-alerts.yaml"
+    shutil.copy(src, root / "alerts" / "helios-copy.yaml")
+    result = _run("--check", "--root", str(root))
+    assert result.returncode == 2
+    assert "is in both" in result.stderr
+
+
+def test_dashboards_configmap_holds_every_dashboard_verbatim() -> None:
+    objects = load_docs(KUBE / "dashboards-configmap.yaml")
+    cm = find(objects, "ConfigMap")
+    files = {p.name: p.read_text(encoding="utf-8") for p in (ROOT / "dashboards").glob("*.json")}
+    assert cm.get("data", {}) == files
+    for name, text in files.items():
+        json.loads(text)  # a dashboard that is not JSON would only fail inside Grafana
+        assert name.endswith(".json")
+    size = len((KUBE / "dashboards-configmap.yaml").read_bytes())
+    assert size < 1024 * 1024, "a ConfigMap holds at most 1 MiB"
+    # Client-side `kubectl apply` copies the object into an annotation limited to 256 KiB;
+    # past that only `kubectl apply --server-side` works (docs/deploy.md): split it before.
+    assert len(json.dumps(cm)) < 256 * 1024, "split the dashboards ConfigMap"
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
