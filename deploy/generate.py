@@ -16,13 +16,17 @@ this script fails the suite.
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tools.generated import sync
 
 ROOT = Path(__file__).resolve().parents[1]
 RULE_OUTPUT = "deploy/kubernetes/prometheusrule.yaml"
@@ -140,30 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (GenerateError, OSError, yaml.YAMLError, KeyError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    drifted = 0
-    for rel, text in files.items():
-        path = args.root / rel
-        current = path.read_text(encoding="utf-8") if path.exists() else ""
-        if current == text:
-            continue
-        if args.check:
-            drifted += 1
-            sys.stdout.writelines(
-                difflib.unified_diff(
-                    current.splitlines(keepends=True),
-                    text.splitlines(keepends=True),
-                    f"{rel} (committed)",
-                    f"{rel} (generated)",
-                )
-            )
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            print(f"wrote {rel}")
-    if drifted:
-        print(f"\n{drifted} generated file(s) drifted; run `python deploy/generate.py`", file=sys.stderr)
-        return 1
-    return 0
+    return sync(files, args.root, args.check, "python deploy/generate.py")
 
 
 if __name__ == "__main__":
