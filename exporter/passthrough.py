@@ -132,6 +132,7 @@ def parse(
                 label == "le"
                 and suffix == "_bucket"
                 and (number := _parse_float(raw)) is not None
+                and not math.isnan(number)  # a NaN bound orders nowhere: the line is malformed
             ):
                 kept.append((label, floatToGoString(number)))  # type: ignore[no-untyped-call]
             else:
@@ -139,7 +140,7 @@ def parse(
         if suffix == "_bucket" and not any(k == "le" for k, _ in kept):
             out.malformed_lines += 1
             continue
-        if allow[family] == "counter" and (value < 0 or math.isinf(value)):
+        if allow[family] == "counter" and not 0 <= value < math.inf:  # NaN included
             out.malformed_lines += 1
             continue
         key = (suffix, tuple(sorted(kept)))

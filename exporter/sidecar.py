@@ -102,7 +102,8 @@ def build(config: Config) -> Sidecar:
     client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=8),
                                headers={"User-Agent": "helios-exporter/0.1"})
     traffic = EngineTraffic()
-    engine = EngineSource(client, config.engine_url, config.max_response_bytes, traffic)
+    engine = EngineSource(client, config.engine_url, config.max_response_bytes, traffic,
+                          timeout=config.timeout)
     preflight_probes: dict[str, PreflightProbe] = {}
     auth = None
     if config.preflight_auth_file is not None:

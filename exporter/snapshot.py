@@ -162,11 +162,68 @@ def snapshot_from_obj(obj: Any) -> Snapshot:
             f"schema_version {shown} is not supported (this sidecar reads 1)",
             "schema_version",
         )
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(obj))
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(_check_misses(obj)))
     if error is not None:
         # The message can echo input; keep it short, it goes to logs and /status only.
         raise SnapshotError(ErrorReason.SCHEMA, error.message[:200], _path(error.absolute_path))
+    _check_anchored(obj)
     return _build(obj)
+
+
+MAX_COUNT = 2**53 - 1
+
+
+def _is_count(value: Any) -> bool:
+    # What the schema's `count` accepts: an integer (2.0 included, as in JSON Schema), in range.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if isinstance(value, float) and not value.is_integer():
+        return False
+    return 0 <= value <= MAX_COUNT
+
+
+def _check_misses(obj: Any) -> Any:
+    """Validate `offload.lookups.misses` by hand; return `obj` with it emptied for jsonschema.
+
+    The engine chooses how many keys it sends, and jsonschema spends ~50 µs per key on the
+    `$ref` of every value: 10000 keys cost half a second and a 5 MB body a dozen seconds per
+    poll. The same rules (at most `maxProperties` keys, every value a count), checked here with
+    the key count first, cost a few milliseconds.
+    """
+    try:
+        misses = obj["offload"]["lookups"]["misses"]
+    except (KeyError, TypeError, IndexError):
+        return obj
+    if not isinstance(misses, dict):
+        return obj  # a wrong type: jsonschema reports it
+    path = "offload.lookups.misses"
+    limit = schema()["properties"]["offload"]["properties"]["lookups"]["properties"]["misses"][
+        "maxProperties"
+    ]
+    if len(misses) > limit:
+        raise SnapshotError(ErrorReason.SCHEMA, f"{len(misses)} keys, more than {limit}", path)
+    for key, value in misses.items():
+        if not _is_count(value):
+            raise SnapshotError(ErrorReason.SCHEMA, f"{str(value)[:40]!r} is not a count",
+                                f"{path}.{key[:64]}")
+    lookups = {**obj["offload"]["lookups"], "misses": {}}
+    return {**obj, "offload": {**obj["offload"], "lookups": lookups}}
+
+
+def _check_anchored(obj: dict[str, Any]) -> None:
+    """Re-check the patterns of the strings that become label values, anchored at both ends.
+
+    jsonschema matches `pattern` with `re.search`, whose `$` also matches before a final
+    newline: `"g-1\\n"` passes `^[A-Za-z0-9._:-]{1,64}$`. A label value must not end in one.
+    """
+    fields: list[tuple[str, Any]] = [("generation", obj.get("generation"))]
+    ident = obj.get("identity") or {}
+    fields += [(f"identity.{k}", ident.get(k)) for k in _IDENTITY_FIELDS]
+    ranks = obj.get("ranks") or []
+    fields += [(f"ranks.{i}.gpu_uuid", r.get("gpu_uuid")) for i, r in enumerate(ranks)]
+    for path, value in fields:
+        if isinstance(value, str) and value.endswith("\n"):
+            raise SnapshotError(ErrorReason.SCHEMA, "must not end in a newline", path)
 
 
 _IDENTITY_FIELDS = ("image_digest", "container_id", "package", "checkpoint")

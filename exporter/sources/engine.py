@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -41,16 +42,30 @@ class EngineSource:
         max_bytes: int,
         traffic: EngineTraffic,
         clock: Callable[[], float] = time.time,
+        timeout: float | None = None,
     ) -> None:
         self.client = client
         self.base_url = base_url.rstrip("/")
         self.max_bytes = max_bytes
         self.traffic = traffic
         self.clock = clock
+        self.timeout = timeout  # whole request; None: the client's read timeout
+
+    def _deadline(self) -> float | None:
+        return self.timeout if self.timeout is not None else self.client.timeout.read
 
     async def _get(self, path: str, label: str) -> tuple[bytes | None, ErrorReason | None, str]:
+        url = self.base_url + path
+        deadline = self._deadline()
         try:
-            resp = await bounded_get(self.client, self.base_url + path, self.max_bytes)
+            # httpx times each phase (connect, every single read) on its own, so an engine that
+            # drips a byte per read never trips it: the whole request gets one deadline.
+            async with asyncio.timeout(deadline):
+                resp = await bounded_get(self.client, url, self.max_bytes)
+        except TimeoutError:
+            exc = FetchError(ErrorReason.TIMEOUT, f"no complete response from {url} in {deadline}s")
+            self.traffic.count(label, exc.reason.value, 0)
+            return None, exc.reason, str(exc)
         except FetchError as exc:
             self.traffic.count(label, exc.reason.value, 0)
             return None, exc.reason, str(exc)
@@ -62,7 +77,9 @@ class EngineSource:
         body, reason, message = await self._get(SNAPSHOT_PATH, "snapshot")
         if body is not None:
             try:
-                snap = parse_snapshot(body)
+                # Parsing is CPU work bounded by the body size limit; off the event loop, so
+                # /metrics keeps answering while a hostile body is parsed.
+                snap = await asyncio.to_thread(parse_snapshot, body)
             except SnapshotError as exc:
                 reason, message = exc.reason, f"snapshot {exc}"
             else:
@@ -79,7 +96,9 @@ class EngineSource:
             except UnicodeDecodeError:
                 reason, message = ErrorReason.DECODE, "engine /metrics is not UTF-8"
             else:
-                parsed = passthrough.parse(text, max_series_per_family=max_series_per_family)
+                parsed = await asyncio.to_thread(
+                    passthrough.parse, text, max_series_per_family=max_series_per_family
+                )
                 if parsed.samples_seen and parsed.malformed_lines >= parsed.samples_seen:
                     reason = ErrorReason.DECODE
                     message = f"engine /metrics: {parsed.malformed_lines} malformed lines"

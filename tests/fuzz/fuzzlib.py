@@ -1,0 +1,65 @@
+"""Shared pieces of the fuzz tests: bounded settings, rendering, and the label invariants."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter import derive, passthrough
+from exporter.collectors.offload import OffloadCollector
+from exporter.collectors.passthrough import PassthroughCollector
+from exporter.labels import EVICTION_OUTCOMES, MISS_REASONS, PRESSURES, SLAB_KINDS
+from exporter.poller import EngineState
+from exporter.restore.window import RestoreState
+from exporter.snapshot import Snapshot
+
+# Bounded: the folder runs in well under a minute on a busy two-core machine. No example
+# database in the checkout.
+FUZZ = settings(max_examples=300, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                       HealthCheck.data_too_large])
+PROMTOOL_SAMPLE = settings(FUZZ, max_examples=12)
+
+GENERATION = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+IDENTITY = re.compile(r"[A-Za-z0-9._:@/+=-]{0,128}")  # "" when the engine left it out
+CLOSED: dict[str, set[str]] = {
+    "kind": set(SLAB_KINDS),
+    "pressure": set(PRESSURES),
+    "outcome": set(EVICTION_OUTCOMES),
+    "reason": set(MISS_REASONS),
+}
+
+
+def render_snapshot(snap: Snapshot, headroom: derive.Headroom | None = None) -> bytes:
+    registry = CollectorRegistry()
+    state = EngineState(snapshot=snap, snapshot_current=True, headroom=headroom)
+    registry.register(OffloadCollector(lambda: state, RestoreState))
+    return generate_latest(registry)
+
+
+def render_passthrough(parsed: passthrough.Parsed, generation: str = "g-fuzz") -> bytes:
+    registry = CollectorRegistry()
+    state = EngineState(passthrough=parsed, passthrough_generation=generation)
+    registry.register(PassthroughCollector(lambda: state))
+    return generate_latest(registry)
+
+
+def parse_back(text: bytes) -> dict[str, Any]:
+    """The exposition parsed by prometheus_client's own parser (raises on invalid text)."""
+    return {f.name: f for f in text_string_to_metric_families(text.decode("utf-8"))}
+
+
+def assert_offload_labels_bounded(fams: dict[str, Any]) -> None:
+    for fam in fams.values():
+        for s in fam.samples:
+            for name, value in s.labels.items():
+                if name == "generation":
+                    assert GENERATION.fullmatch(value), repr(value)
+                elif name in ("image_digest", "container_id", "package", "checkpoint"):
+                    assert IDENTITY.fullmatch(value), repr(value)
+                else:
+                    assert value in CLOSED[name], (s.name, name, value)
