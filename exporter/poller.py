@@ -50,6 +50,7 @@ class RestoreStatus:
     state: RestoreState = field(default_factory=RestoreState)
     write_errors: int = 0
     corrupt_files: int = 0
+    read_errors: int = 0
     last_write_error: str = ""
     events: Counter[tuple[str, str]] = field(default_factory=Counter)  # (event, result)
 
@@ -94,7 +95,10 @@ class Poller:
         try:
             saved = self.store.load()
         except StateFileError as exc:
-            self.restore.corrupt_files += 1
+            if exc.unreadable:
+                self.restore.read_errors += 1
+            else:
+                self.restore.corrupt_files += 1
             log.error("restore_state_unusable", error=str(exc),
                       moved_to=str(exc.moved_to) if exc.moved_to else None)
             return

@@ -75,6 +75,8 @@ class RestoreCollector:
              "Failed writes of the restore state file (disk full, read-only...)."),
             ("helios_restore_state_corrupt_total", status.corrupt_files,
              "State files found unusable at start and moved aside."),
+            ("helios_restore_state_read_errors_total", status.read_errors,
+             "State files that could not be read at start (I/O error; left in place)."),
         ):
             m = counter(name, doc)
             m.add_metric([], value)

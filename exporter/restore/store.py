@@ -32,9 +32,10 @@ FORMAT_VERSION = 1
 class StateFileError(Exception):
     """The state file exists but cannot be used; `moved_to` is where it was put aside."""
 
-    def __init__(self, message: str, moved_to: Path | None) -> None:
+    def __init__(self, message: str, moved_to: Path | None, unreadable: bool = False) -> None:
         super().__init__(message)
         self.moved_to = moved_to
+        self.unreadable = unreadable  # an I/O error, not bad content: nothing was moved
 
 
 def encode(state: RestoreState) -> bytes:
@@ -142,23 +143,43 @@ class StateStore:
 
     def load(self) -> RestoreState | None:
         """The saved state, None when there is none; StateFileError when it is unusable."""
+        self._remove_stale_tmp()
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise StateFileError(f"cannot read {self.path}: {exc.strerror}", None) from None
+            raise StateFileError(f"cannot read {self.path}: {exc.strerror}", None, True) from None
         try:
             return decode(data)
         except (ValueError, KeyError, TypeError, RecursionError) as exc:
-            aside: Path | None = self.path.with_name(
-                f"{STATE_FILE}.corrupt-{int(time.time() * 1000)}"
-            )
-            try:
-                self.path.rename(aside)  # type: ignore[arg-type]
-            except OSError:
-                aside = None
+            aside = self._move_aside()
             raise StateFileError(f"corrupt state file {self.path}: {exc}", aside) from None
+
+    def _move_aside(self) -> Path | None:
+        stamp = int(time.time() * 1000)
+        for n in range(100):  # never overwrite an earlier corrupt copy
+            aside = self.path.with_name(f"{STATE_FILE}.corrupt-{stamp}" + (f"-{n}" if n else ""))
+            if aside.exists():
+                continue
+            try:
+                self.path.rename(aside)
+            except OSError:
+                return None
+            return aside
+        return None
+
+    def _remove_stale_tmp(self) -> None:
+        """Temporary files of sidecars killed mid-write: never the state, always safe to drop."""
+        try:
+            stale = list(self.directory.glob(f".{STATE_FILE}.*.tmp"))
+        except OSError:
+            return
+        for path in stale:
+            try:
+                path.unlink()
+            except OSError:
+                continue
 
     def save(self, state: RestoreState) -> None:
         """Atomically replace the state file; raises OSError (disk full, read-only) to the caller."""

@@ -54,7 +54,8 @@ def test_initial_state() -> None:
     assert phase_of(reg) == "serving"
     assert names(reg) == {"helios_restore_window_open", "helios_restore_phase",
                           "helios_restore_state_write_errors_total",
-                          "helios_restore_state_corrupt_total"}
+                          "helios_restore_state_corrupt_total",
+                          "helios_restore_state_read_errors_total"}
     assert reg.get_sample_value("helios_restore_state_write_errors_total") == 0
 
 

@@ -88,10 +88,12 @@ def test_killed_between_fsync_and_rename_keeps_the_old_state(tmp_path: Path) -> 
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=60,
                           check=False)
     assert proc.returncode == 137, proc.stderr.decode()
-    assert s.load() == old
     stray = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert len(stray) == 1
     assert store.decode(stray[0].read_bytes()).window is not None  # fully written before the kill
+    assert s.load() == old
+    # The next start drops the dead writer's temporary file.
+    assert [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
 def _good() -> dict:
