@@ -94,13 +94,13 @@ def parse(
     text: str,
     allow: dict[str, FamilyType] | None = None,
     max_series_per_family: int = 200,
+    cache: SeriesCache | None = None,
 ) -> Parsed:
     """Filter an engine exposition down to the allow-listed families. Never raises on bad text."""
     allow = DEFAULT_ALLOW if allow is None else allow
     index = _DEFAULT_INDEX if allow is DEFAULT_ALLOW else _sample_index(allow)
     out = Parsed()
     sums: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = defaultdict(dict)
-    helps: dict[str, str] = {}
     for line in text.splitlines():
         if not line or line[0] == "#":
             continue
@@ -118,45 +118,87 @@ def parse(
         out.samples_seen += 1
         if end == brace:
             close = line.rfind("}")
-            labels = _parse_labels(line[brace + 1 : close]) if close > brace else None
-            rest = line[close + 1 :] if close > brace else ""
+            if close < brace:
+                out.malformed_lines += 1
+                continue
+            head, rest = line[: close + 1], line[close + 1 :]
         else:
-            labels, rest = [], line[end:]
+            head, rest = name, line[end:]
+        parsed_head = cache.get(head) if cache is not None else None
+        if parsed_head is None:
+            parsed_head = _parse_head(head, len(name), suffix)
+            if cache is not None:
+                cache.put(head, parsed_head)
+        kept, dropped = parsed_head
+        out.labels_dropped[family] += dropped
         value = _parse_value(rest)
-        if labels is None or value is None:
-            out.malformed_lines += 1
-            continue
-        kept: list[tuple[str, str]] = []
-        for label, raw in labels:
-            if (
-                label == "le"
-                and suffix == "_bucket"
-                and (number := _parse_float(raw)) is not None
-                and not math.isnan(number)  # a NaN bound orders nowhere: the line is malformed
-            ):
-                kept.append((label, floatToGoString(number)))  # type: ignore[no-untyped-call]
-            else:
-                out.labels_dropped[family] += 1
-        if suffix == "_bucket" and not any(k == "le" for k, _ in kept):
+        if kept is None or value is None:
             out.malformed_lines += 1
             continue
         if allow[family] == "counter" and not 0 <= value < math.inf:  # NaN included
             out.malformed_lines += 1
             continue
-        key = (suffix, tuple(sorted(kept)))
+        key = (suffix, kept)
         bucket = sums[family]
         if key not in bucket and len(bucket) >= max_series_per_family:
             out.labels_dropped[family] += 1
             continue
         bucket[key] = bucket.get(key, 0.0) + value
     for family, series in sums.items():
-        built = _build(family, allow[family], series, helps.get(family, ""))
+        built = _build(family, allow[family], series, "")
         if built is None:
             out.malformed_lines += 1
         else:
             out.families.append(built)
     out.families.sort(key=lambda f: f.name)
     return out
+
+
+Labels = tuple[tuple[str, str], ...]
+
+
+class SeriesCache:
+    """Parsed name-and-labels of engine sample lines, kept across polls.
+
+    Engines send the same series every poll, so the label parse of a line is done once; only
+    its value is parsed each time. Bounded: cleared when full (request-id churn only refills it).
+    """
+
+    def __init__(self, max_entries: int = 50_000) -> None:
+        self.max_entries = max_entries
+        self._entries: dict[str, tuple[Labels | None, int]] = {}
+
+    def get(self, head: str) -> tuple[Labels | None, int] | None:
+        return self._entries.get(head)
+
+    def put(self, head: str, parsed: tuple[Labels | None, int]) -> None:
+        if len(self._entries) >= self.max_entries:
+            self._entries.clear()
+        self._entries[head] = parsed
+
+
+def _parse_head(head: str, name_len: int, suffix: str) -> tuple[Labels | None, int]:
+    """(kept labels, or None when malformed; number of labels dropped) of `name{labels}`."""
+    if len(head) == name_len:
+        return (None, 0) if suffix == "_bucket" else ((), 0)
+    labels = _parse_labels(head[name_len + 1 : -1])
+    if labels is None:
+        return None, 0
+    kept: list[tuple[str, str]] = []
+    dropped = 0
+    for label, raw in labels:
+        if (
+            label == "le"
+            and suffix == "_bucket"
+            and (number := _parse_float(raw)) is not None
+            and not math.isnan(number)  # a NaN bound orders nowhere: the line is malformed
+        ):
+            kept.append((label, floatToGoString(number)))  # type: ignore[no-untyped-call]
+        else:
+            dropped += 1
+    if suffix == "_bucket" and not kept:
+        return None, dropped
+    return tuple(sorted(kept)), dropped
 
 
 def _parse_float(raw: str) -> float | None:

@@ -93,3 +93,13 @@ def test_series_per_family_are_capped() -> None:
     )
     parsed = passthrough.parse(text, max_series_per_family=50)
     assert parsed.labels_dropped["e2e_request_latency_seconds"] == 950
+
+
+def test_series_cache_gives_the_same_result_across_polls() -> None:
+    cache = passthrough.SeriesCache(max_entries=30)
+    later = SGLANG.replace("8.128902e+06", "8.2e+06")
+    for text in (SGLANG, later, SGLANG, "helios:token_usage 0.5\nhelios:token_usage{ 1\n"):
+        assert passthrough.parse(text, cache=cache) == passthrough.parse(text)
+    first = passthrough.parse(later, cache=cache)
+    prompt = next(f for f in first.families if f.name.endswith("prompt_tokens"))
+    assert prompt.samples[0][2] == 8.2e6  # values are never cached, only labels

@@ -7,6 +7,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ParamSpec, TypeVar
 
 import httpx
 
@@ -32,6 +33,21 @@ class EngineTraffic:
         self.response_bytes[path] += size
 
 
+INLINE_PARSE_BYTES = 64 * 1024
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+async def _off_loop_if_large(size: int, func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Parse CPU work bounded by the body size limit: a large (possibly hostile) body is parsed in
+    a thread so /metrics keeps answering; a normal one inline, where the thread hand-off would
+    cost more than the parse."""
+    if size <= INLINE_PARSE_BYTES:
+        return func(*args, **kwargs)
+    return await asyncio.to_thread(func, *args, **kwargs)
+
+
 class EngineSource:
     """Fetches one engine path and parses it; never raises."""
 
@@ -50,6 +66,7 @@ class EngineSource:
         self.traffic = traffic
         self.clock = clock
         self.timeout = timeout  # whole request; None: the client's read timeout
+        self.series_cache = passthrough.SeriesCache()
 
     def _deadline(self) -> float | None:
         return self.timeout if self.timeout is not None else self.client.timeout.read
@@ -77,9 +94,7 @@ class EngineSource:
         body, reason, message = await self._get(SNAPSHOT_PATH, "snapshot")
         if body is not None:
             try:
-                # Parsing is CPU work bounded by the body size limit; off the event loop, so
-                # /metrics keeps answering while a hostile body is parsed.
-                snap = await asyncio.to_thread(parse_snapshot, body)
+                snap = await _off_loop_if_large(len(body), parse_snapshot, body)
             except SnapshotError as exc:
                 reason, message = exc.reason, f"snapshot {exc}"
             else:
@@ -96,8 +111,9 @@ class EngineSource:
             except UnicodeDecodeError:
                 reason, message = ErrorReason.DECODE, "engine /metrics is not UTF-8"
             else:
-                parsed = await asyncio.to_thread(
-                    passthrough.parse, text, max_series_per_family=max_series_per_family
+                parsed = await _off_loop_if_large(
+                    len(body), passthrough.parse, text, None, max_series_per_family,
+                    self.series_cache,
                 )
                 if parsed.samples_seen and parsed.malformed_lines >= parsed.samples_seen:
                     reason = ErrorReason.DECODE
