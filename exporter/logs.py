@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
+from typing import Any
 
 import structlog
+
+# Process-wide context bound into every log line (the current generation and restore phase).
+# A plain dict, not contextvars: the poller task sets it and request handlers must see it too.
+CONTEXT: dict[str, Any] = {}
+
+
+def _add_context(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    for key, value in CONTEXT.items():
+        event.setdefault(key, value)
+    return event
 
 
 def configure(fmt: str = "auto", level: str = "info") -> None:
@@ -16,6 +28,7 @@ def configure(fmt: str = "auto", level: str = "info") -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            _add_context,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

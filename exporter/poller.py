@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from exporter import derive, passthrough
+from exporter import derive, logs, passthrough
 from exporter.labels import SOURCES
 from exporter.restore.store import StateFileError, StateStore
 from exporter.restore.window import Bounds, Event, Input, Poll, Preflight, RestoreState, step
@@ -104,6 +104,7 @@ class Poller:
             return
         if saved is not None:
             self.restore.state = saved
+            logs.CONTEXT["phase"] = saved.phase
             log.info("restore_state_loaded", phase=saved.phase,
                      window_start=saved.window.start if saved.window else None)
 
@@ -112,6 +113,7 @@ class Poller:
         after = step(before, inp, self.bounds)
         if after != before:
             self.restore.state = after
+            logs.CONTEXT["phase"] = after.phase
             self._persist(after)
             if after.phase != before.phase or (after.window is None) != (before.window is None):
                 log.info("restore_transition", phase=after.phase, previous=before.phase,
@@ -181,7 +183,7 @@ class Poller:
             previous = eng.snapshot
             if previous is None or previous.generation != snap.generation:
                 eng.generations_seen += 1
-                structlog.contextvars.bind_contextvars(generation=snap.generation)
+                logs.CONTEXT["generation"] = snap.generation
                 log.info("generation_seen", generation=snap.generation,
                          derived=snap.generation_derived, started_at=snap.started_at)
             decreases = derive.counter_decreases(previous, snap)

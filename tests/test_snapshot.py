@@ -107,3 +107,11 @@ def test_huge_number_in_a_counter_is_a_schema_error() -> None:
 def test_schema_is_shipped_and_is_draft_2020_12() -> None:
     assert schema()["$schema"].endswith("2020-12/schema")
     assert schema()["properties"]["schema_version"] == {"const": 1}
+
+
+def test_docs_show_the_shipped_schema() -> None:
+    from tests.conftest import ROOT
+
+    doc = (ROOT / "docs" / "snapshot.md").read_text()
+    shipped = (ROOT / "exporter" / "schema" / "snapshot-v1.schema.json").read_text()
+    assert "```json\n" + shipped + "```" in doc, "docs/snapshot.md drifted from the schema"
