@@ -105,6 +105,7 @@ class Config:
     rate_window: Duration
     at_risk_margin: Duration
     alert_when_no_target: bool
+    down_grace: Duration
     page_headroom_ratio: float
     row_pressure_window: Duration
     row_pressure_min_attempts: float
@@ -217,6 +218,7 @@ def load_config(path: Path) -> Config:
         rate_window=r.duration("rate_window"),
         at_risk_margin=r.duration("restore.at_risk_margin"),
         alert_when_no_target=r.boolean("exporter.alert_when_no_target"),
+        down_grace=r.duration("exporter.down_grace"),
         page_headroom_ratio=r.number("offload.page_headroom_ratio", 0.0, 1.0),
         row_pressure_window=r.duration("offload.row_pressure_window"),
         row_pressure_min_attempts=r.number("offload.row_pressure_min_attempts", 0.0, 1e9),
@@ -227,6 +229,18 @@ def load_config(path: Path) -> Config:
     )
     if config.window_memory.seconds and config.window_memory.seconds <= 5400:
         r.errors.append("window_memory: must exceed the 90-minute restore bound")
+    snapshot_for = config.for_.get("HeliosEngineSnapshotFailing")
+    if (
+        snapshot_for is not None
+        and config.down_grace.seconds
+        and snapshot_for.seconds >= config.down_grace.seconds
+    ):
+        # After --down-grace the sidecar opens a restore window (cause unreachable) and the
+        # alert, which requires no open window, could never fire.
+        r.errors.append(
+            f"for.HeliosEngineSnapshotFailing: {snapshot_for} must be shorter than "
+            f"exporter.down_grace ({config.down_grace})"
+        )
     if r.errors:
         raise ConfigError("\n".join(f"{path}: {e}" for e in r.errors))
     return config
@@ -543,11 +557,15 @@ def alerts(c: Config) -> list[Alert]:
                     "humanizeTimestamp",
                     "never",
                 )
-                + ". Offload metrics are missing; see /status for the error."
+                + ". Offload metrics are missing; see /status for the error. If it keeps "
+                f"failing for longer than the sidecar's --down-grace ({c.down_grace}), a "
+                "restore window opens (cause unreachable) and this alert resolves."
             ),
             meaning=(
                 '`helios_exporter_source_up{source="engine_snapshot"} == 0` while '
-                "`helios_restore_window_open == 0`"
+                "`helios_restore_window_open == 0`; `for:` stays below the sidecar's "
+                f"`--down-grace` ({c.down_grace}), after which a restore window opens "
+                "(cause unreachable) and the alert resolves"
             ),
         ),
         Alert(
@@ -867,6 +885,7 @@ def render_docs_tables(c: Config) -> dict[str, str]:
         f"| `rate_window` | {c.rate_window} |",
         f"| `restore.at_risk_margin` | {c.at_risk_margin} |",
         f"| `exporter.alert_when_no_target` | {str(c.alert_when_no_target).lower()} |",
+        f"| `exporter.down_grace` | {c.down_grace} |",
         f"| `offload.page_headroom_ratio` | {_num(c.page_headroom_ratio)} |",
         f"| `offload.row_pressure_window` | {c.row_pressure_window} |",
         f"| `offload.row_pressure_min_attempts` | {_num(c.row_pressure_min_attempts)} |",

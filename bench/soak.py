@@ -142,6 +142,10 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "rss_growth_mib": (b.rss_bytes - a.rss_bytes) / MIB,
         "rss_min_mib": min([a.rss_bytes / MIB, *rss]), "rss_max_mib": max([a.rss_bytes / MIB, *rss]),
         "fds_start": a.fds, "fds_end": b.fds, "fds_max": max([a.fds, *fds]),
+        # One fd comes and goes with the engine connection (keep-alive, refused while the
+        # engine is down): growth is judged on the peaks of the two halves, not two instants.
+        "fds_first_half_max": max([a.fds, *fds[: len(fds) // 2]]),
+        "fds_second_half_max": max([b.fds, *fds[len(fds) // 2 :]]),
         "threads_start": a.threads, "threads_end": b.threads,
         "cpu_share": cpu_share(a, b), "loadavg_after": loadavg(),
         "curve": curve[:: max(1, len(curve) // 60)],

@@ -136,9 +136,9 @@ def build_app(
                                for p in e.get("loc", ())], "msg": e.get("msg", "")}
                       for e in errors]
             return JSONResponse({"detail": detail or "invalid JSON body"}, status_code=422)
-        duplicate, state = await poller.apply_event(event.id, event.event)
+        duplicate, state, persisted = await poller.apply_event(event.id, event.event)
         audit.info("restore_event", event_id=event.id, restore_event=event.event,
-                   duplicate=duplicate, note=event.note, phase=state.phase,
+                   duplicate=duplicate, note=event.note, phase=state.phase, persisted=persisted,
                    client=request.client.host if request.client else None)
         out = RestoreEventOut(
             accepted=not duplicate,
@@ -146,6 +146,7 @@ def build_app(
             phase=state.phase,
             window_open=state.window is not None,
             window_start=state.window.start if state.window else None,
+            persisted=persisted,
         )
         return JSONResponse(out.model_dump())
 

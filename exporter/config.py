@@ -7,6 +7,7 @@ from it (`python -m exporter.config --markdown`) and a test fails when they drif
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -68,6 +69,8 @@ OPTIONS: tuple[Option, ...] = (
            "Completion URL probed through the router after a restore (opt-in)."),
     Option("--preflight-auth-file", "path", None,
            "File holding an Authorization header value sent with preflight probes."),
+    Option("--preflight-model", "str", None,
+           "model of the preflight completion (omitted: the engine's default model)."),
     Option("--preflight-max-tokens", "int", 4, "max_tokens of the preflight completion."),
     Option("--preflight-timeout", "float", 10.0, "Seconds a preflight probe may take."),
     Option("--engine-pid-file", "path", None, "File holding the engine's pid (host source)."),
@@ -99,6 +102,7 @@ class Config:
     preflight_direct_url: str | None = None
     preflight_routed_url: str | None = None
     preflight_auth_file: Path | None = None
+    preflight_model: str | None = None
     preflight_max_tokens: int = 4
     preflight_timeout: float = 10.0
     engine_pid_file: Path | None = None
@@ -123,14 +127,21 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
+def parse_bool(text: str) -> bool | None:
+    """true/false, 1/0, yes/no, on/off (any case; empty is false); None for anything else."""
+    text = text.strip().lower()
+    return True if text in _TRUE else False if text in _FALSE else None
+
+
 def _convert(opt: Option, raw: Any, errors: list[str]) -> Any:
     where = f"{opt.flag} / {opt.env}"
     conv: dict[str, Callable[[str], Any]] = {"float": float, "int": int, "str": str, "path": Path}
     if opt.kind == "bool":
         if isinstance(raw, bool):
             return raw
-        if str(raw).lower() in _TRUE | _FALSE:
-            return str(raw).lower() in _TRUE
+        value = parse_bool(str(raw))
+        if value is not None:
+            return value
         errors.append(f"{where}: expected true/false, got {raw!r}")
         return opt.default
     text = str(raw).strip()
@@ -146,10 +157,14 @@ def _convert(opt: Option, raw: Any, errors: list[str]) -> Any:
             return ("0.0.0.0", 9400)
         return (host.strip("[]"), int(port))
     try:
-        return conv[opt.kind](text)
+        converted = conv[opt.kind](text)
     except ValueError:
         errors.append(f"{where}: expected a {opt.kind}, got {text!r}")
         return opt.default
+    if opt.kind == "float" and not math.isfinite(converted):
+        errors.append(f"{where}: expected a finite number, got {text!r}")
+        return opt.default
+    return converted
 
 
 def load(args: argparse.Namespace, command: str, environ: Mapping[str, str] | None = None) -> Config:
@@ -182,7 +197,7 @@ def load(args: argparse.Namespace, command: str, environ: Mapping[str, str] | No
 
 _NULLABLE = {
     "events_token_file", "preflight_direct_url", "preflight_routed_url", "preflight_auth_file",
-    "engine_pid_file", "engine_process_name",
+    "engine_pid_file", "engine_process_name", "preflight_model",
 }
 
 
@@ -205,8 +220,21 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
         errors.append(f"--log-level: expected debug, info, warning or error, got {v['log_level']!r}")
     for key in ("events_token_file", "preflight_auth_file"):
         path = v.get(key)
-        if path is not None and not Path(path).is_file():
-            errors.append(f"--{key.replace('_', '-')}: {path} is not a readable file")
+        if path is None:
+            continue
+        flag = f"--{key.replace('_', '-')}"
+        if not Path(path).is_file():
+            errors.append(f"{flag}: {path} is not a readable file")
+            continue
+        # Read here only to report problems with the others; sidecar.build reads the files again.
+        try:  # as the sidecar reads them: the token as bytes, the auth header as text
+            content = Path(path).read_bytes() if key == "events_token_file" else Path(path).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            errors.append(f"{flag}: cannot read {path}: {reason}")
+            continue
+        if key == "events_token_file" and not content.strip():
+            errors.append(f"{flag}: {path} is empty (it must hold the bearer token)")
 
 
 def markdown_table(options: Sequence[Option] = OPTIONS) -> str:

@@ -40,6 +40,9 @@ DEFAULT_ALLOW: Final[dict[str, FamilyType]] = {
     "time_per_output_token_seconds": "histogram",
     "e2e_request_latency_seconds": "histogram",
 }
+# Ratios: series that collapse onto one (per-rank or per-model labels dropped) are averaged,
+# not summed, so a ratio stays within 0-1.
+MEAN_GAUGES: Final = frozenset({"token_usage", "cache_hit_rate"})
 EXPORT_PREFIX: Final = "helios_engine_native_"
 _LABEL_RE: Final = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*(?:,|$)')
 
@@ -101,6 +104,7 @@ def parse(
     index = _DEFAULT_INDEX if allow is DEFAULT_ALLOW else _sample_index(allow)
     out = Parsed()
     sums: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = defaultdict(dict)
+    counts: dict[tuple[str, tuple[str, tuple[tuple[str, str], ...]]], int] = {}
     for line in text.splitlines():
         if not line or line[0] == "#":
             continue
@@ -144,6 +148,10 @@ def parse(
             out.labels_dropped[family] += 1
             continue
         bucket[key] = bucket.get(key, 0.0) + value
+        if family in MEAN_GAUGES:
+            counts[(family, key)] = counts.get((family, key), 0) + 1
+    for (family, key), n in counts.items():
+        sums[family][key] /= n
     for family, series in sums.items():
         built = _build(family, allow[family], series, "")
         if built is None:

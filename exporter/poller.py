@@ -89,6 +89,8 @@ class Poller:
         self.last_cycle_duration: float | None = None
         self.ready = asyncio.Event()
         self._lock = asyncio.Lock()  # restore transitions: poll cycle vs events API
+        self._dirty = False  # the state in memory is not on disk yet (a write failed)
+        self._store_blocked = False  # the state file exists but could not be read
 
     # -- restore state --------------------------------------------------------------------------
     def load_state(self) -> None:
@@ -96,11 +98,23 @@ class Poller:
             saved = self.store.load()
         except StateFileError as exc:
             if exc.unreadable:
-                self.restore.read_errors += 1
+                # It may hold an open window: never overwrite it; read it again every cycle.
+                if not self._store_blocked:
+                    self.restore.read_errors += 1
+                    log.error("restore_state_unreadable", error=str(exc),
+                              path=str(self.store.path))
+                self._store_blocked = True
             else:
                 self.restore.corrupt_files += 1
-            log.error("restore_state_unusable", error=str(exc),
-                      moved_to=str(exc.moved_to) if exc.moved_to else None)
+                log.error("restore_state_unusable", error=str(exc),
+                          moved_to=str(exc.moved_to) if exc.moved_to else None)
+            return
+        if self._store_blocked:
+            self._store_blocked = False
+            log.info("restore_state_readable_again", path=str(self.store.path))
+            if saved is not None and saved.window is not None and self.restore.state.window is None:
+                self.restore.state = saved  # the durable window wins over a fresh start
+            self._persist(self.restore.state)
             return
         if saved is not None:
             self.restore.state = saved
@@ -122,25 +136,35 @@ class Poller:
                          checks=after.checks if after.window is None else None)
         return after
 
-    def _persist(self, state: RestoreState) -> None:
+    def _persist(self, state: RestoreState) -> bool:
+        """Write the state; on failure it stays dirty and every cycle retries."""
+        if self._store_blocked:
+            self._dirty = True
+            return False
         try:
             self.store.save(state)
         except OSError as exc:
+            self._dirty = True
             self.restore.write_errors += 1
             self.restore.last_write_error = f"{type(exc).__name__}: {exc.strerror or exc}"
             log.error("restore_state_write_failed", error=self.restore.last_write_error,
                       path=str(self.store.path))
+            return False
+        if self._dirty:
+            log.info("restore_state_written_again", path=str(self.store.path))
+        self._dirty = False
+        return True
 
-    async def apply_event(self, event_id: str, kind: str) -> tuple[bool, RestoreState]:
-        """Apply one events-API event; returns (duplicate, state after)."""
+    async def apply_event(self, event_id: str, kind: str) -> tuple[bool, RestoreState, bool]:
+        """Apply one events-API event; returns (duplicate, state after, state on disk)."""
         async with self._lock:
             if event_id in self.restore.state.event_ids:
                 self.restore.events[(kind, "duplicate")] += 1
-                return True, self.restore.state
+                return True, self.restore.state, not self._dirty
             state = self._apply(Event(self.clock(), event_id, kind))  # type: ignore[arg-type]
             self.restore.events[(kind, "accepted")] += 1
             self._changed()
-            return False, state
+            return False, state, not self._dirty
 
     # -- the cycle ------------------------------------------------------------------------------
     async def cycle(self) -> None:
@@ -157,9 +181,14 @@ class Poller:
             self._record(name, res)
         self._update_engine(snap_res, metrics_res)
         async with self._lock:
+            if self._store_blocked:
+                self.load_state()
+            before = self.restore.state
             state = self._apply(Poll(now, snap_res.value))
-            if state.phase == "verifying" and self.preflight:
-                await self._run_preflight(state)
+            if self._dirty and self.restore.state is before:  # nothing new, but not on disk yet
+                self._persist(state)
+        if state.phase == "verifying" and self.preflight:
+            await self._run_preflight(state)
         self.cycles += 1
         self.last_cycle_duration = time.perf_counter() - t0
         self.ready.set()
@@ -196,12 +225,16 @@ class Poller:
         eng.snapshot_current = snap is not None
         parsed = metrics_res.value
         eng.passthrough = parsed
-        eng.passthrough_generation = eng.snapshot.generation if eng.snapshot else None
+        # Tagged only with a generation seen in this very cycle: right after a restart the old
+        # one would mislabel the new engine's counters.
+        eng.passthrough_generation = snap.generation if snap is not None else None
         if parsed is not None:
             eng.labels_dropped.update(parsed.labels_dropped)
             eng.malformed_lines += parsed.malformed_lines
 
     async def _run_preflight(self, state: RestoreState) -> None:
+        """Probe outside the lock (a probe may take --preflight-timeout; events must not wait),
+        then apply each result under it; a window closed meanwhile ignores them."""
         window = state.window
         assert window is not None
         for probe, run in self.preflight.items():
@@ -209,7 +242,8 @@ class Poller:
                 continue
             ok, detail = await run()
             log.info("preflight", probe=probe, ok=ok, detail=detail)
-            self._apply(Preflight(self.clock(), probe, ok))
+            async with self._lock:
+                self._apply(Preflight(self.clock(), probe, ok))
 
     def _changed(self) -> None:
         if self.on_cycle is not None:

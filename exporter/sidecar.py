@@ -133,7 +133,7 @@ def build(config: Config) -> Sidecar:
 def _probe(client: httpx.AsyncClient, url: str, config: Config, auth: str | None) -> PreflightProbe:
     async def run() -> tuple[bool, str]:
         return await preflight.probe(client, url, config.preflight_max_tokens,
-                                     config.preflight_timeout, auth)
+                                     config.preflight_timeout, auth, config.preflight_model)
     return run
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import random
 import signal
 import sys
@@ -24,6 +25,17 @@ from simulator.slabs import SlabGeometry
 log = structlog.get_logger("simulator.cli")
 
 
+def finite_float(text: str) -> float:
+    """argparse type: a float that is neither nan nor infinite."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the simulator's options to ``parser``."""
     parser.add_argument("--listen", required=True, metavar="HOST:PORT",
@@ -32,14 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="background traffic and timeline (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=None,
                         help="random seed for identities, prompts and timings (default: random)")
-    parser.add_argument("--rate", type=float, default=None, metavar="REQ_PER_S",
+    parser.add_argument("--rate", type=finite_float, default=None, metavar="REQ_PER_S",
                         help="background requests per second (default: "
                         + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_RATES.items()) + ")")
 
     tier = parser.add_argument_group("offload tier")
     tier.add_argument("--budget-bytes", type=int, default=SlabGeometry.budget_bytes,
                       help="host offload budget in bytes (default: %(default)s = 32 GiB)")
-    tier.add_argument("--row-fraction", type=float, default=SlabGeometry.row_fraction,
+    tier.add_argument("--row-fraction", type=finite_float, default=SlabGeometry.row_fraction,
                       help="share of the budget for recurrent-state rows (default: %(default)s)")
     tier.add_argument("--row-record-bytes", type=int, default=SlabGeometry.row_record_bytes,
                       help="bytes of one row record (default: %(default)s = 16 MiB)")
@@ -65,13 +77,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     out = parser.add_argument_group("outage scenario (seconds may be fractional)")
     defaults = OutageOptions()
-    out.add_argument("--outage-after", type=float, default=defaults.outage_after, metavar="S",
+    out.add_argument("--outage-after", type=finite_float, default=defaults.outage_after, metavar="S",
                      help="serve this long before admission turns draining (default: %(default)s)")
-    out.add_argument("--drain-seconds", type=float, default=defaults.drain_seconds, metavar="S",
+    out.add_argument("--drain-seconds", type=finite_float, default=defaults.drain_seconds, metavar="S",
                      help="stay draining this long, then closed (default: %(default)s)")
-    out.add_argument("--closed-seconds", type=float, default=defaults.closed_seconds, metavar="S",
+    out.add_argument("--closed-seconds", type=finite_float, default=defaults.closed_seconds, metavar="S",
                      help="stay closed this long, then the container stops (default: %(default)s)")
-    out.add_argument("--down-seconds", type=float, default=defaults.down_seconds, metavar="S",
+    out.add_argument("--down-seconds", type=finite_float, default=defaults.down_seconds, metavar="S",
                      help="stay down (503, no snapshot) this long, then restore "
                      "(default: %(default)s)")
     out.add_argument("--outage-container", choices=("same", "new"), default=defaults.container,

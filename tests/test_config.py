@@ -45,3 +45,72 @@ def test_readme_configuration_table_is_in_sync() -> None:
     readme = (ROOT / "README.md").read_text()
     assert cfg.markdown_table() in readme, (
         "README configuration table drifted: paste `python -m exporter.config` output")
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "Infinity", "1e400"])
+def test_non_finite_floats_are_rejected(value: str) -> None:
+    with pytest.raises(cfg.ConfigError) as info:
+        parse(["--engine-url", "http://e:1", f"--down-grace={value}"])
+    assert info.value.errors == [
+        f"--down-grace / HELIOS_EXPORTER_DOWN_GRACE: expected a finite number, got {value!r}"]
+
+
+def test_every_float_option_rejects_non_finite_values() -> None:
+    floats = [o for o in cfg.OPTIONS if o.kind == "float" and "serve" in o.commands]
+    assert floats
+    env = {"HELIOS_EXPORTER_ENGINE_URL": "http://e:1"} | {o.env: "inf" for o in floats}
+    with pytest.raises(cfg.ConfigError) as info:
+        parse([], env)
+    assert len(info.value.errors) == len(floats)
+    assert all("finite" in e for e in info.value.errors)
+
+
+def test_empty_events_token_file_is_a_config_error(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("  \n")
+    with pytest.raises(cfg.ConfigError) as info:
+        parse(["--engine-url", "http://e:1", "--events-token-file", str(token)])
+    (error,) = info.value.errors
+    assert error.startswith("--events-token-file:") and "empty" in error
+
+
+def test_token_and_auth_files_that_cannot_be_read_are_config_errors(tmp_path: Path) -> None:
+    token, auth = tmp_path / "token", tmp_path / "auth"
+    token.write_text("secret\n")
+    auth.write_bytes(b"\xff\xfe not text")  # the sidecar reads it as text
+    token.chmod(0)
+    try:
+        if token.read_bytes():  # running as root: permissions do not stop the read
+            pytest.skip("cannot make a file unreadable as root")
+    except PermissionError:
+        pass
+    try:
+        with pytest.raises(cfg.ConfigError) as info:
+            parse(["--engine-url", "http://e:1", "--events-token-file", str(token),
+                   "--preflight-auth-file", str(auth), "--down-grace", "nan"])
+    finally:
+        token.chmod(0o600)
+    errors = info.value.errors
+    assert len(errors) == 3
+    assert errors[1].startswith("--events-token-file: cannot read") and "ermission" in errors[1]
+    assert errors[2].startswith("--preflight-auth-file: cannot read")
+
+
+def test_unreadable_auth_file_is_a_config_error(tmp_path: Path) -> None:
+    # A directory passes no is_file check; a non-UTF-8 file fails the read (works as root too).
+    auth = tmp_path / "auth"
+    auth.write_bytes(b"\xff\xfe")
+    with pytest.raises(cfg.ConfigError) as info:
+        parse(["--engine-url", "http://e:1", "--preflight-auth-file", str(auth),
+               "--events-token-file", str(tmp_path)])
+    assert [e.split(":")[0] for e in info.value.errors] == ["--events-token-file",
+                                                            "--preflight-auth-file"]
+
+
+def test_valid_token_and_auth_files_load(tmp_path: Path) -> None:
+    token, auth = tmp_path / "token", tmp_path / "auth"
+    token.write_text("secret\n")
+    auth.write_text("Bearer abc\n")
+    c = parse(["--engine-url", "http://e:1", "--events-token-file", str(token),
+               "--preflight-auth-file", str(auth)])
+    assert c.events_token_file == token and c.preflight_auth_file == auth

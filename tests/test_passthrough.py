@@ -103,3 +103,11 @@ def test_series_cache_gives_the_same_result_across_polls() -> None:
     first = passthrough.parse(later, cache=cache)
     prompt = next(f for f in first.families if f.name.endswith("prompt_tokens"))
     assert prompt.samples[0][2] == 8.2e6  # values are never cached, only labels
+
+
+def test_ratio_gauges_are_averaged_when_series_collapse() -> None:
+    text = ('helios:token_usage{tp_rank="0"} 0.5\nhelios:token_usage{tp_rank="1"} 0.7\n'
+            'helios:num_running_reqs{tp_rank="0"} 3\nhelios:num_running_reqs{tp_rank="1"} 4\n')
+    families = {f.name: f.samples for f in passthrough.parse(text).families}
+    assert families["helios_engine_native_token_usage"][0][2] == 0.6
+    assert families["helios_engine_native_num_running_reqs"][0][2] == 7.0

@@ -23,6 +23,8 @@ from exporter.restore.window import RestoreState
 from exporter.snapshot import Offload, Snapshot
 
 G = "generation"
+_INFLIGHT_HELP = ("Snapshot admission.inflight_requests; during a restore window, the last value "
+                  "seen before the engine went away.")
 
 
 class OffloadCollector:
@@ -38,9 +40,16 @@ class OffloadCollector:
         up.add_metric([], 1.0 if eng.snapshot_current else 0.0)
         yield up
         snap = eng.snapshot
+        window = self._restore().window
         if snap is None:
+            # Restarted mid-window before the engine answered: the durable window still holds
+            # the incumbent's last in-flight count, which the cutoff alert needs.
+            if window is not None and window.incumbent and window.last_inflight is not None:
+                inflight = gauge("helios_engine_inflight_requests", _INFLIGHT_HELP, [G])
+                inflight.add_metric([window.incumbent.generation], window.last_inflight)
+                yield inflight
             return
-        window_open = self._restore().window is not None
+        window_open = window is not None
         if not eng.snapshot_current and not window_open:
             return  # stale values are not shown as current outside a restore window
         yield from _identity(snap)
@@ -77,12 +86,7 @@ def _identity(snap: Snapshot) -> Iterator[Metric]:
         adm.add_metric([gen], 1.0 if snap.admission.state == "open" else 0.0)
         yield adm
         if snap.admission.inflight_requests is not None:
-            inflight = gauge(
-                "helios_engine_inflight_requests",
-                "Snapshot admission.inflight_requests; during a restore window, the last value "
-                "seen before the engine went away.",
-                [G],
-            )
+            inflight = gauge("helios_engine_inflight_requests", _INFLIGHT_HELP, [G])
             inflight.add_metric([gen], snap.admission.inflight_requests)
             yield inflight
 

@@ -25,6 +25,7 @@ class RestoreEventOut(BaseModel):
     phase: str
     window_open: bool
     window_start: float | None
+    persisted: bool  # false: the state file could not be written (see /status); retry later
 
 
 def read_token(path: Path) -> bytes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import httpx
 
 PROMPT = "helios preflight"
+MAX_ANSWER_BYTES = 1024 * 1024
 
 
 async def probe(
@@ -16,12 +17,21 @@ async def probe(
     max_tokens: int,
     timeout: float,
     auth_header: str | None = None,
+    model: str | None = None,
 ) -> tuple[bool, str]:
     headers = {"Authorization": auth_header} if auth_header else {}
-    body = {"model": "preflight", "prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0}
+    # ignore_eos/min_tokens (vLLM and SGLang sampling parameters) make a healthy engine produce
+    # exactly max_tokens even when the model would stop early; without a model name the engine
+    # serves its default model, and a router needs --preflight-model to route.
+    body: dict[str, object] = {"prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0,
+                               "ignore_eos": True, "min_tokens": max_tokens}
+    if model is not None:
+        body["model"] = model
     try:
         resp = await client.post(url, json=body, headers=headers, timeout=timeout,
                                  follow_redirects=False)
+        if len(resp.content) > MAX_ANSWER_BYTES:
+            return False, f"answer over {MAX_ANSWER_BYTES} bytes"
     except httpx.TimeoutException:
         return False, "timeout"
     except httpx.HTTPError as exc:

@@ -113,6 +113,7 @@ def decode(data: bytes) -> RestoreState:
             restored=_engine(w.get("restored"), "window.restored"),
             preflight=_flags(w.get("preflight"), "window.preflight"),
             restore_started=_flag(w.get("restore_started", False), "window.restore_started"),
+            went_away=_flag(w.get("went_away", False), "window.went_away"),
         )
     last = None
     if (lw := raw.get("last_window")) is not None:

@@ -67,6 +67,7 @@ class Window:
     restored: Engine | None = None  # engine answering with admission open again
     preflight: dict[str, bool] = field(default_factory=dict)
     restore_started: bool = False
+    went_away: bool = False  # the engine was unreachable at some point in this window
 
     def deadline(self, bounds: Bounds, bound: Literal["request_cutoff", "restore"]) -> float:
         return self.start + (bounds.request_cutoff if bound == "request_cutoff" else bounds.restore_bound)
@@ -135,8 +136,15 @@ def _open(state: RestoreState, start: float, cause: Cause, incumbent: Engine | N
 
 def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds) -> RestoreState:
     engine = Engine.of(snap)
-    admission = snap.admission.state if snap.admission else "open"
-    inflight = snap.admission.inflight_requests if snap.admission else None
+    if snap.admission is None:
+        # An engine that reports no admission section says neither that it drains nor that it
+        # admits again: it is reachable, nothing more (a window is closed by an event then).
+        state = replace(state, unreachable_since=None)
+        if state.window is None:
+            return replace(state, phase="serving", last_seen=engine)
+        return state
+    admission = snap.admission.state
+    inflight = snap.admission.inflight_requests
     state = replace(state, unreachable_since=None, last_inflight=inflight)
     window = state.window
     if window is None:
@@ -152,8 +160,12 @@ def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds
         is_incumbent = not window.seen_not_open
     adopted = window.incumbent or (engine if is_incumbent else None)
     if admission != "open":
+        # Drained counts only before the engine went away and before the request cutoff.
         drained = window.drained or (
-            inflight == 0 and is_incumbent and now <= window.deadline(bounds, "request_cutoff")
+            inflight == 0
+            and is_incumbent
+            and not window.went_away
+            and now <= window.deadline(bounds, "request_cutoff")
         )
         window = replace(
             window,
@@ -186,7 +198,7 @@ def _on_failure(state: RestoreState, now: float, bounds: Bounds) -> RestoreState
         if now - since <= bounds.down_grace:
             return state
         window = _open(state, since, "unreachable", state.last_seen)
-    window = replace(window, seen_not_open=True, restored=None, preflight={})
+    window = replace(window, seen_not_open=True, went_away=True, restored=None, preflight={})
     phase: Phase = "restoring" if window.restore_started else "down"
     return replace(state, phase=phase, window=window)
 
@@ -206,16 +218,16 @@ def _on_event(state: RestoreState, ev: Event, bounds: Bounds) -> RestoreState:
         if window is None:
             return state
         return _close(state, window, ev.at, bounds, window.restored)
-    if window is None:
-        window = _open(state, ev.at, "event", state.last_seen)
-        phase: Phase = "draining"
-    else:
-        phase = state.phase
     if ev.kind == "restore_started":
-        window = replace(window, restore_started=True)
-        if phase == "down":
-            phase = "restoring"
-    return replace(state, phase=phase, window=window)
+        # Only drain_started, a draining/closed engine or unreachability open a window
+        # (CONTRACT section 6); restore_started marks progress inside one.
+        if window is None:
+            return state
+        phase: Phase = "restoring" if state.phase == "down" else state.phase
+        return replace(state, phase=phase, window=replace(window, restore_started=True))
+    if window is None:  # drain_started
+        return replace(state, phase="draining", window=_open(state, ev.at, "event", state.last_seen))
+    return state
 
 
 def _on_preflight(state: RestoreState, pf: Preflight, bounds: Bounds) -> RestoreState:

@@ -78,3 +78,26 @@ def test_durations(generate: Any, text: str, seconds: int) -> None:
     reader = generate._Reader({"d": text})
     assert reader.duration("d").seconds == seconds
     assert reader.errors == []
+
+
+def test_snapshot_for_must_stay_below_the_down_grace(root: Path, tmp_path: Path) -> None:
+    """After --down-grace the sidecar opens a window and HeliosEngineSnapshotFailing is silenced."""
+    config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
+    changed = config.replace("HeliosEngineSnapshotFailing: 30s", "HeliosEngineSnapshotFailing: 1m")
+    assert changed != config
+    (tmp_path / "config.yaml").write_text(changed, encoding="utf-8")
+    result = _run(root, "--check", "--config", str(tmp_path / "config.yaml"))
+    assert result.returncode == 2
+    assert (
+        "for.HeliosEngineSnapshotFailing: 1m must be shorter than exporter.down_grace (60s)"
+        in result.stderr
+    )
+
+
+def test_down_grace_matches_the_sidecar_default(root: Path, generate: Any) -> None:
+    from exporter.config import Config as SidecarConfig
+
+    config = generate.load_config(root / "alerts/config.yaml")
+    default = SidecarConfig.__dataclass_fields__["down_grace"].default
+    assert config.down_grace.seconds == default
+    assert config.for_["HeliosEngineSnapshotFailing"].seconds < config.down_grace.seconds

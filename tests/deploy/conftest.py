@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import yaml
@@ -18,6 +19,13 @@ DEPLOY = ROOT / "deploy"
 KUBE = DEPLOY / "kubernetes"
 COMPOSE = DEPLOY / "compose"
 ENV_PREFIX = "HELIOS_EXPORTER_"
+
+
+def missing(reason: str) -> NoReturn:
+    """A tool scripts/bootstrap installs is missing: a failure under CI (CI set), else a skip."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; run scripts/bootstrap", pytrace=False)
+    pytest.skip(f"{reason} (run scripts/bootstrap)")
 
 
 def load_docs(path: Path) -> list[dict[str, Any]]:
@@ -78,7 +86,7 @@ def objects() -> list[dict[str, Any]]:
 def promtool() -> str:
     path = shutil.which("promtool")
     if path is None:
-        pytest.skip("promtool not installed (Debian package prometheus)")
+        missing("promtool not installed (Debian package prometheus)")
     return path
 
 

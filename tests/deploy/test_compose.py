@@ -16,8 +16,6 @@ import yaml
 from .conftest import COMPOSE, ROOT, alert_job, check_serve_config
 
 COMPOSE_FILE = COMPOSE / "docker-compose.yaml"
-# Bind mounts of files other work streams produce: their absence is reported, not failed.
-OTHERS = ("deploy/grafana",)
 
 
 @pytest.fixture(scope="module")
@@ -59,18 +57,12 @@ def test_third_party_images_are_pinned(compose: dict[str, Any]) -> None:
 
 
 def test_bind_mounts_exist(compose: dict[str, Any]) -> None:
-    missing_others = []
     for name, svc in compose["services"].items():
         for target, source in _binds(svc).items():
             rel = source.relative_to(ROOT).as_posix()
-            if not source.exists() and rel.startswith(OTHERS):
-                missing_others.append(rel)
-                continue
             assert source.exists(), f"{name}: {rel} -> {target}"
     for secret in compose.get("secrets", {}).values():
         assert (COMPOSE / secret["file"]).is_file()
-    if missing_others:
-        pytest.skip(f"not there yet (produced elsewhere): {missing_others}")
 
 
 def test_engine_runs_the_simulator(compose: dict[str, Any], simulate_flags: set[str]) -> None:
@@ -120,8 +112,7 @@ def test_grafana_provisioning_matches_the_mounts(compose: dict[str, Any]) -> Non
     binds = _binds(grafana)
     assert binds["/etc/grafana/provisioning"] == ROOT / "deploy/grafana/provisioning"
     provisioning = ROOT / "deploy/grafana/provisioning"
-    if not provisioning.exists():
-        pytest.skip("deploy/grafana/provisioning not there yet (produced elsewhere)")
+    assert provisioning.is_dir(), "deploy/grafana/provisioning is missing"
     dashboards_mount = next(t for t, s in binds.items() if s == ROOT / "dashboards")
     for path in sorted((provisioning / "dashboards").glob("*.y*ml")):
         for provider in yaml.safe_load(path.read_text(encoding="utf-8"))["providers"]:

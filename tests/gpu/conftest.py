@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -16,11 +17,18 @@ from exporter.sources.nvml import NvmlSource
 from tests.gpu.fake_nvml_lib import FakeConfig, FakeLibs, build, find_compiler, find_header
 
 
+def missing(reason: str) -> NoReturn:
+    """A tool scripts/bootstrap installs is missing: a failure under CI (CI set), else a skip."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; run scripts/bootstrap", pytrace=False)
+    pytest.skip(f"{reason} (run scripts/bootstrap)")
+
+
 @pytest.fixture(scope="session")
 def fake_libs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeLibs]:
     header, compiler = find_header(), find_compiler()
     if header is None or compiler is None:
-        pytest.skip(f"fake NVML needs nvml.h (nvidia-nvml-dev wheel; found: {header}) and a C "
+        missing(f"fake NVML needs nvml.h (nvidia-nvml-dev wheel; found: {header}) and a C "
                     f"compiler (found: {compiler})")
     root = tmp_path_factory.mktemp("fake-nvml")
     libs = FakeLibs(build(root / "full", header=header, compiler=compiler),

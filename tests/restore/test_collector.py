@@ -168,3 +168,17 @@ def test_text_and_openmetrics_exposition_parse() -> None:
     parsed = {s.name: s.value for f in text_string_to_metric_families(open_text) for s in f.samples
               if not s.labels}
     assert parsed["helios_restore_window_start_timestamp_seconds"] == T0  # no precision lost
+
+
+def test_inflight_survives_a_restart_mid_window_before_the_engine_answers() -> None:
+    from exporter.collectors.offload import OffloadCollector
+    from exporter.poller import EngineState
+    from exporter.restore.window import Engine, Window
+
+    window = Window(start=100.0, cause="drain", incumbent=Engine("g-old", "sha256:a", "c1"),
+                    last_inflight=3, seen_not_open=True)
+    state = RestoreState(phase="down", window=window)
+    reg = CollectorRegistry()
+    reg.register(OffloadCollector(EngineState, lambda: state))
+    assert reg.get_sample_value("helios_engine_inflight_requests", {"generation": "g-old"}) == 3
+    assert reg.get_sample_value("helios_engine_up") == 0

@@ -112,7 +112,8 @@ def test_right_token_opens_the_window(env: Env) -> None:
     resp = env.post({"id": "drain-1", "event": "drain_started", "note": "maintenance"}, AUTH)
     assert resp.status_code == 200
     assert resp.json() == {"accepted": True, "duplicate": False, "phase": "draining",
-                           "window_open": True, "window_start": NOW}
+                           "window_open": True, "window_start": NOW,
+                           "persisted": True}
     state = env.poller.restore.state
     assert state.window is not None and state.window.start == NOW and state.window.cause == "event"
     assert env.counter("drain_started", "accepted") == 1
@@ -164,7 +165,7 @@ def test_window_closed_and_abort_events(env: Env) -> None:
     assert closed["window_open"] is False and closed["phase"] == "serving"
     last = env.poller.restore.state.last_window
     assert last is not None and last.end - last.start == 50
-    env.post({"id": "3", "event": "restore_started"}, AUTH)
+    env.post({"id": "3", "event": "drain_started"}, AUTH)
     assert env.post({"id": "4", "event": "abort"}, AUTH).json()["window_open"] is False
     assert env.poller.restore.state.last_window.outcome == "aborted"  # type: ignore[union-attr]
 

@@ -206,3 +206,21 @@ def test_poller_runs_probes_and_closes_the_window(tmp_path: Path) -> None:
     assert state.checks["fresh_generation"] is True and state.checks["drained_admission"] is True
     get = sidecar.registry.get_sample_value
     assert get("helios_restore_check_ok", {"check": "preflight_direct"}) == 1
+
+
+def test_probe_asks_for_exactly_max_tokens_and_names_the_model_only_when_told() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, json={"usage": {"completion_tokens": 3}})
+
+    async def go() -> list[tuple[bool, str]]:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            return [await preflight.probe(client, URL, 3, 1.0),
+                    await preflight.probe(client, URL, 3, 1.0, model="qwen3-next")]
+
+    assert [ok for ok, _ in asyncio.run(go())] == [True, True]
+    assert "model" not in seen[0] and seen[1]["model"] == "qwen3-next"
+    for body in seen:
+        assert body["max_tokens"] == 3 and body["min_tokens"] == 3 and body["ignore_eos"] is True

@@ -287,3 +287,54 @@ def test_state_survives_a_sidecar_restart(tmp_path: Path) -> None:
     assert again.start == window.start and again.incumbent == window.incumbent
     assert second.registry.get_sample_value(
         "helios_restore_window_start_timestamp_seconds") == window.start
+
+
+def test_failed_write_is_retried_every_cycle_until_it_lands(tmp_path: Path) -> None:
+    blocker = tmp_path / "mount"
+    blocker.write_text("not a directory yet")
+    state_dir = blocker / "state"
+    sidecar = make_sidecar(state_dir)
+    poller = sidecar.poller
+
+    async def go() -> None:
+        await poller.cycle()
+        _, _, persisted = await poller.apply_event("ev-1", "drain_started")
+        assert persisted is False
+        blocker.unlink()
+        blocker.mkdir()  # the volume comes back
+        await poller.cycle()  # no transition: the same window, written now
+        await poller.engine_source.client.aclose()
+
+    asyncio.run(go())
+    poller.close()
+    saved = StateStore(state_dir).load()
+    assert saved is not None and saved.window is not None
+    assert saved.window.start == poller.restore.state.window.start  # type: ignore[union-attr]
+
+
+def test_unreadable_state_file_is_never_overwritten(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    StateStore(state_dir).save(open_window_state())
+    good = (state_dir / STATE_FILE).read_bytes()
+    (state_dir / STATE_FILE).rename(tmp_path / "held")
+    (state_dir / STATE_FILE).mkdir()  # reading it fails with EISDIR: unreadable, not corrupt
+    sidecar = make_sidecar(state_dir)
+    poller = sidecar.poller
+    poller.load_state()
+    assert poller.restore.read_errors == 1 and poller.restore.corrupt_files == 0
+
+    async def go() -> None:
+        await poller.cycle()
+        assert (state_dir / STATE_FILE).is_dir()  # nothing written over it
+        (state_dir / STATE_FILE).rmdir()
+        (state_dir / STATE_FILE).write_bytes(good)  # readable again
+        await poller.cycle()
+        await poller.engine_source.client.aclose()
+
+    asyncio.run(go())
+    poller.close()
+    # The recovered window was adopted (then closed by the serving engine): not lost.
+    start = open_window_state().window.start  # type: ignore[union-attr]
+    state = poller.restore.state
+    recovered = state.window.start if state.window else state.last_window.start  # type: ignore[union-attr]
+    assert recovered == start

@@ -6,12 +6,13 @@ Bounds used throughout: request cutoff 100 s, restore bound 200 s, down grace 10
 from __future__ import annotations
 
 import pytest
-from restore_helpers import BOUNDS, PREFLIGHT_BOUNDS, event, fail, final, pf, poll, run
+from restore_helpers import BOUNDS, PREFLIGHT_BOUNDS, event, fail, final, pf, poll, run, snap
 
 from exporter.restore.window import (
     MAX_EVENT_IDS,
     Bounds,
     Engine,
+    Poll,
     RestoreState,
     Window,
     compute_checks,
@@ -60,9 +61,30 @@ def test_opens_on_drain_started_event() -> None:
     assert s.phase == "draining"
 
 
-def test_restore_started_without_window_opens_one() -> None:
-    s = step(serving(), event(40, "restore_started"), BOUNDS)
-    assert s.window is not None and s.window.start == 40 and s.window.restore_started
+def test_restore_started_without_window_opens_nothing() -> None:
+    # CONTRACT section 6 lists what opens a window; restore_started is not among them.
+    s = step(serving(), event(40, "restore_started", "r1"), BOUNDS)
+    assert s.window is None and s.phase == "serving" and s.event_ids == ("r1",)
+
+
+def test_drain_counts_only_before_the_engine_went_away() -> None:
+    # Draining with requests in flight, then unreachable, then back with the same generation
+    # and nothing in flight: the requests were not drained, they were lost.
+    s = step(serving(), poll(10, admission="draining", inflight=2), BOUNDS)
+    s = step(s, fail(20), BOUNDS)
+    s = step(s, poll(30, admission="closed", inflight=0), BOUNDS)
+    assert s.window is not None and not s.window.drained
+    s = step(s, poll(40, admission="open", inflight=0, generation="g-new"), BOUNDS)
+    assert s.checks["drained_admission"] is False
+
+
+def test_snapshot_without_admission_neither_opens_nor_closes() -> None:
+    no_admission = snap(admission=None)
+    s = step(serving(), Poll(10, no_admission), BOUNDS)
+    assert s.window is None
+    s = step(serving(), poll(10, admission="draining", inflight=1), BOUNDS)
+    s = step(s, Poll(20, no_admission), BOUNDS)
+    assert s.window is not None and s.window.start == 10
 
 
 @pytest.mark.parametrize("kind", ["window_closed", "abort"])
