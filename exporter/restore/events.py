@@ -12,9 +12,11 @@ MAX_BODY_BYTES = 4096
 
 
 class RestoreEventIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Unknown fields are ignored (a newer tool may send more); ids are any 1-64 characters
+    # without control characters (they are logged, and JSON-escaped there).
+    model_config = ConfigDict(extra="ignore")
 
-    id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")
     event: Literal["drain_started", "restore_started", "window_closed", "abort"]
     note: str | None = Field(default=None, max_length=256)
 
