@@ -139,6 +139,11 @@ class Poller:
     def _persist(self, state: RestoreState) -> bool:
         """Write the state; on failure it stays dirty and every cycle retries."""
         if self._store_blocked:
+            if not self._dirty:
+                self.restore.write_errors += 1
+                self.restore.last_write_error = "state file unreadable: not overwritten"
+                log.error("restore_state_write_held", path=str(self.store.path),
+                          error=self.restore.last_write_error)
             self._dirty = True
             return False
         try:

@@ -147,8 +147,8 @@ class StateStore:
         self._remove_stale_tmp()
         try:
             data = self.path.read_bytes()
-        except FileNotFoundError:
-            return None
+        except (FileNotFoundError, NotADirectoryError):
+            return None  # no state file can exist there: a fresh start (writes will say why)
         except OSError as exc:
             raise StateFileError(f"cannot read {self.path}: {exc.strerror}", None, True) from None
         try:
