@@ -319,11 +319,17 @@ def nvml_poll(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | None]
                      f"| **{ms(r['per_gpu_ms'])}** |")
     worst = max(r["per_gpu_ms"] for r in rows)
     lo, hi = NVML_DOC_RANGE_MS
-    lines += ["", f"docs/gpu.md states roughly {lo}-{hi} ms per GPU against the fake; the brief "
-              "sets no goal, so this is checked against that statement.", ""]
-    goals.append(("NVML poll per GPU, fake driver (reference: docs/gpu.md)",
-                  f"<= ~{hi} ms per GPU", f"max median/GPU {ms(worst)}", worst <= hi))
+    lines += ["", f"docs/gpu.md states roughly {lo}-{hi} ms per GPU against the fake; the issue "
+              "sets no goal for this figure, so it is reported, not judged.", ""]
+    goals.append(("NVML poll per GPU, fake driver (no goal; docs/gpu.md says ~"
+                  f"{lo}-{hi} ms)", "none", f"max median/GPU {ms(worst)}", None))
     return lines
+
+
+def _fds_ok(d: dict[str, Any]) -> bool:
+    if "fds_second_half_max" in d:
+        return bool(d["fds_second_half_max"] <= d["fds_first_half_max"])
+    return bool(d["fds_end"] <= d["fds_start"])
 
 
 RENDER: dict[str, tuple[str, Any]] = {
@@ -451,7 +457,9 @@ def render(results: dict[str, Any]) -> str:
         f"`{m['git_commit']}`" + (" with uncommitted changes under exporter/ or simulator/"
         if m["exporter_tree_dirty"] else "") + ". Everything ran on 127.0.0.1 and every process "
         "was stopped at the end. Regenerate with `bench/run` (`bench/run --quick` for a smoke "
-        "run, which writes to its work directory unless `--out` is given).", "",
+        "run, which writes to its work directory unless `--out` is given); the raw figures of the "
+        "committed run are in `bench/results/latest.json` (`bench/report.py` re-renders them).",
+        "",
         "| machine | |", "| --- | --- |",
         f"| CPU | {m['nproc']} x {m['cpu_model']}"
         + (f" at {m['cpu_mhz']:.0f} MHz" if m.get("cpu_mhz") else "")
@@ -490,7 +498,7 @@ def render(results: dict[str, Any]) -> str:
     missed = [g for g in goals if g[3] is False]
     table += ["", (f"{len(missed)} of {len(goals)} missed; see *Analysis* at the end for what this "
                    "run measured about each." if missed else "Every goal measured is met."), ""]
-    unmeasured = [g for g in goals if g[3] is None]
+    unmeasured = [g for g in goals if g[3] is None and g[1] != "none"]
     if unmeasured:
         table[-1:-1] = [f"{len(unmeasured)} not measured (see its section)."]
     tail = ["## Analysis", "", *analysis(results, goals), "",
@@ -527,8 +535,3 @@ def main() -> int:
 if __name__ == "__main__":
     sys.exit(main())
 
-
-def _fds_ok(d: dict[str, Any]) -> bool:
-    if "fds_second_half_max" in d:
-        return bool(d["fds_second_half_max"] <= d["fds_first_half_max"])
-    return bool(d["fds_end"] <= d["fds_start"])
