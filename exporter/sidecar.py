@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -159,6 +160,20 @@ def _blocking_collectors(poller: Poller) -> list[Any]:
     return collectors
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    """Bind before starting: a busy port is a clear error and exit 1, not a crash in a task."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
 class _Server(uvicorn.Server):
     """uvicorn without its own signal handling: the sidecar stops the poller first."""
 
@@ -176,6 +191,14 @@ async def serve(config: Config) -> int:
         app, host=config.listen_host, port=config.listen_port, log_config=None,
         access_log=False, lifespan="off", timeout_graceful_shutdown=2,
     ))
+    try:
+        sock = _bind(config.listen_host, config.listen_port)
+    except OSError as exc:
+        log.error("listen_failed", listen=f"{config.listen_host}:{config.listen_port}",
+                  error=exc.strerror or str(exc))
+        sidecar.close()
+        await sidecar.client.aclose()
+        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -186,7 +209,7 @@ async def serve(config: Config) -> int:
              events_api=sidecar.events_token is not None,
              preflight=list(poller.preflight), sources=list(poller.blocking))
     try:
-        async with _running(poller, server, stop):
+        async with _running(poller, server, sock, stop):
             await stop.wait()
     finally:
         sidecar.close()
@@ -196,9 +219,9 @@ async def serve(config: Config) -> int:
 
 @contextlib.asynccontextmanager
 async def _running(
-    poller: Poller, server: uvicorn.Server, stop: asyncio.Event
+    poller: Poller, server: uvicorn.Server, sock: socket.socket, stop: asyncio.Event
 ) -> AsyncIterator[None]:
-    server_task = asyncio.create_task(server.serve())
+    server_task = asyncio.create_task(server.serve(sockets=[sock]))
     poll_task = asyncio.create_task(poller.run_forever())
     server_task.add_done_callback(lambda _: stop.set())
     try:
