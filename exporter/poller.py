@@ -41,6 +41,7 @@ class EngineState:
     passthrough: passthrough.Parsed | None = None
     passthrough_generation: str | None = None
     labels_dropped: Counter[str] = field(default_factory=Counter)
+    fields_dropped: Counter[str] = field(default_factory=Counter)  # identity.<name> per poll
     malformed_lines: int = 0
     generations_seen: int = 0
 
@@ -225,6 +226,11 @@ class Poller:
                 eng.counter_decreases += len(decreases)
                 log.warning("engine_counter_decreased", fields=decreases[:10],
                             generation=snap.generation)
+            if snap.dropped_fields:
+                eng.fields_dropped.update(snap.dropped_fields)
+                if previous is None or previous.dropped_fields != snap.dropped_fields:
+                    log.warning("snapshot_fields_dropped", fields=list(snap.dropped_fields),
+                                reason="not usable as a label value")
             eng.headroom = derive.advance_headroom(eng.headroom, snap)
             eng.snapshot = snap
         eng.snapshot_current = snap is not None

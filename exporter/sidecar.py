@@ -61,6 +61,7 @@ class Sidecar:
         return {
             "generation": snap.generation if snap else None,
             "generation_derived": snap.generation_derived if snap else None,
+            "snapshot_dropped_fields": list(snap.dropped_fields) if snap else [],
             "engine_url": self.config.engine_url,
             "engine_up": p.engine.snapshot_current,
             "restore": {

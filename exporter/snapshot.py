@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
@@ -100,6 +101,9 @@ class Snapshot:
     admission: Admission | None
     ranks: tuple[Rank, ...] | None
     offload: Offload | None
+    # Identity fields whose value cannot be a label value (pattern in the schema): left out,
+    # so the checks that need them are unknown, rather than the whole snapshot being rejected.
+    dropped_fields: tuple[str, ...] = ()
 
 
 @cache
@@ -175,12 +179,37 @@ def snapshot_from_obj(obj: Any) -> Snapshot:
             f"schema_version {shown} is not supported (this sidecar reads 1)",
             "schema_version",
         )
+    obj, dropped = _drop_unusable_identity(obj)
     error = jsonschema.exceptions.best_match(_validator().iter_errors(_check_misses(obj)))
     if error is not None:
         # The message can echo input; keep it short, it goes to logs and /status only.
         raise SnapshotError(ErrorReason.SCHEMA, error.message[:200], _path(error.absolute_path))
     _check_anchored(obj)
-    return _build(obj)
+    snap = _build(obj)
+    return replace(snap, dropped_fields=dropped) if dropped else snap
+
+
+@cache
+def _label_re() -> re.Pattern[str]:
+    """The schema's label-value pattern, for a full (anchored) match."""
+    pattern: str = schema()["$defs"]["label"]["pattern"]
+    return re.compile(pattern.removeprefix("^").removesuffix("$"))
+
+
+def _drop_unusable_identity(obj: Any) -> tuple[Any, tuple[str, ...]]:
+    """Identity strings are descriptive: one that cannot be a label value (a space, a quote, an
+    empty or overlong string) is left out and reported, instead of failing the snapshot; a
+    failed snapshot would read as an unreachable engine and open a restore window."""
+    if not isinstance(obj, dict) or not isinstance(ident := obj.get("identity"), dict):
+        return obj, ()
+    dropped = tuple(
+        f"identity.{k}" for k in _IDENTITY_FIELDS
+        if k in ident and not (isinstance(ident[k], str) and _label_re().fullmatch(ident[k]))
+    )
+    if not dropped:
+        return obj, ()
+    keep = {k: v for k, v in ident.items() if f"identity.{k}" not in dropped}
+    return {**obj, "identity": keep}, dropped
 
 
 MAX_COUNT = 2**53 - 1
@@ -230,8 +259,6 @@ def _check_anchored(obj: dict[str, Any]) -> None:
     newline: `"g-1\\n"` passes `^[A-Za-z0-9._:-]{1,64}$`. A label value must not end in one.
     """
     fields: list[tuple[str, Any]] = [("generation", obj.get("generation"))]
-    ident = obj.get("identity") or {}
-    fields += [(f"identity.{k}", ident.get(k)) for k in _IDENTITY_FIELDS]
     ranks = obj.get("ranks") or []
     fields += [(f"ranks.{i}.gpu_uuid", r.get("gpu_uuid")) for i, r in enumerate(ranks)]
     for path, value in fields:

@@ -14,7 +14,7 @@ def test_json_lines_carry_generation_and_phase(capsys: pytest.CaptureFixture[str
                                               tmp_path: Path) -> None:
     import asyncio
 
-    logs.configure("json", "info")
+    logs.configure("json", "info")  # binds capsys's stderr: reset below, it closes after the test
     logs.CONTEXT.clear()
     sidecar = make_sidecar(StubEngine(), tmp_path)
 
@@ -24,7 +24,10 @@ def test_json_lines_carry_generation_and_phase(capsys: pytest.CaptureFixture[str
 
     asyncio.run(run())
     sidecar.close()
-    structlog.get_logger("t").info("after_poll", detail=1)
+    try:
+        structlog.get_logger("t").info("after_poll", detail=1)
+    finally:
+        structlog.reset_defaults()
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.strip()]
     last = lines[-1]
     assert last["event"] == "after_poll"

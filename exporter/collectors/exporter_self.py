@@ -60,6 +60,13 @@ class ExporterCollector:
         for family, value in sorted(eng.labels_dropped.items()):
             dropped.add_metric([family], value)
         yield dropped
+        fields = counter("helios_exporter_snapshot_fields_dropped_total",
+                         "Polls whose snapshot carried an identity field that cannot be a label "
+                         "value; the field was left out (its restore check is then unknown).",
+                         ["field"])
+        for name, value in sorted(eng.fields_dropped.items()):
+            fields.add_metric([name], value)
+        yield fields
         for name, value, doc in (
             ("helios_exporter_engine_malformed_lines_total", eng.malformed_lines,
              "Allow-listed engine /metrics lines that could not be parsed."),

@@ -17,8 +17,9 @@ from exporter.snapshot import SnapshotError, parse_snapshot
 from tests.hostile.cases import INJECT, MARK
 from tests.hostile.stub import sane_snapshot
 
-FIELDS = ("generation", "identity.image_digest", "identity.container_id", "identity.package",
-          "identity.checkpoint", "ranks.0.gpu_uuid", "ranks.1.gpu_uuid", "admission.state")
+FIELDS = ("generation", "ranks.0.gpu_uuid", "ranks.1.gpu_uuid", "admission.state")
+IDENTITY_FIELDS = ("identity.image_digest", "identity.container_id", "identity.package",
+                   "identity.checkpoint")
 HOSTILE_STRINGS = {
     "injection": INJECT,
     "trailing_newline": f"{MARK}\n",
@@ -60,6 +61,29 @@ def test_hostile_string_in_label_field_is_a_schema_error(field: str, kind: str) 
 
 
 @pytest.mark.parametrize("kind", sorted(HOSTILE_STRINGS))
+@pytest.mark.parametrize("field", IDENTITY_FIELDS)
+def test_hostile_identity_string_is_dropped_not_exported(field: str, kind: str) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from exporter.collectors.offload import OffloadCollector
+    from exporter.poller import EngineState
+    from exporter.restore.window import RestoreState
+
+    snap = sane_snapshot()
+    _set(snap, field, HOSTILE_STRINGS[kind])
+    parsed = parse_snapshot(json.dumps(snap).encode())
+    assert parsed.dropped_fields == (field,)
+    assert getattr(parsed.identity, field.split(".")[1]) is None
+    reg = CollectorRegistry()
+    state = EngineState(snapshot=parsed, snapshot_current=True)
+    reg.register(OffloadCollector(lambda: state, RestoreState))
+    text = generate_latest(reg).decode()
+    assert MARK not in text
+    assert reg.get_sample_value("helios_offload_slab_capacity",
+                                {"generation": parsed.generation, "kind": "row"}) is not None
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_STRINGS))
 def test_hostile_miss_keys_map_onto_the_closed_set(kind: str) -> None:
     key = HOSTILE_STRINGS[kind]
     snap = sane_snapshot()
@@ -81,5 +105,6 @@ def test_derived_generation_ignores_hostile_identity_only_when_valid() -> None:
     assert parsed.generation_derived
     assert parsed.generation.startswith("d-") and len(parsed.generation) == 18
     snap["identity"]["package"] = INJECT
-    with pytest.raises(SnapshotError):
-        parse_snapshot(json.dumps(snap).encode())
+    hostile = parse_snapshot(json.dumps(snap).encode())
+    assert hostile.generation.startswith("d-") and len(hostile.generation) == 18
+    assert hostile.identity is not None and hostile.identity.package is None
