@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def missing(reason: str) -> NoReturn:
+    """A tool scripts/bootstrap installs is missing: a failure under CI (CI set), else a skip."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; run scripts/bootstrap", pytrace=False)
+    pytest.skip(f"{reason} (run scripts/bootstrap)")
 
 
 def contract_example() -> dict[str, Any]:

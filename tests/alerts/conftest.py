@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import NoReturn
 
 import pytest
 
+from tests.helpers import missing
+
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS_DIR = ROOT / "alerts"
-
-
-def missing(reason: str) -> NoReturn:
-    """A tool scripts/bootstrap installs is missing: a failure under CI (CI set), else a skip."""
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}; run scripts/bootstrap", pytrace=False)
-    pytest.skip(f"{reason} (run scripts/bootstrap)")
 
 
 @pytest.fixture(scope="session")

@@ -3,29 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 import yaml
+
+from tests.helpers import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 KUBE = DEPLOY / "kubernetes"
 COMPOSE = DEPLOY / "compose"
 ENV_PREFIX = "HELIOS_EXPORTER_"
-
-
-def missing(reason: str) -> NoReturn:
-    """A tool scripts/bootstrap installs is missing: a failure under CI (CI set), else a skip."""
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}; run scripts/bootstrap", pytrace=False)
-    pytest.skip(f"{reason} (run scripts/bootstrap)")
 
 
 def load_docs(path: Path) -> list[dict[str, Any]]:

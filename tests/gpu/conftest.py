@@ -9,19 +9,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 
 from exporter.sources.nvml import NvmlSource
 from tests.gpu.fake_nvml_lib import FakeConfig, FakeLibs, build, find_compiler, find_header
-
-
-def missing(reason: str) -> NoReturn:
-    """A tool scripts/bootstrap installs is missing: a failure under CI (CI set), else a skip."""
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}; run scripts/bootstrap", pytrace=False)
-    pytest.skip(f"{reason} (run scripts/bootstrap)")
+from tests.helpers import missing
 
 
 @pytest.fixture(scope="session")
