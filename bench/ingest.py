@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/ingest.py [--seconds 4] [--json PATH]
 
-Two inputs: the real SGLang exposition (shared/fixtures/real/sglang_production_metrics.prom) and a
+Two inputs: the real SGLang exposition (tests/fixtures/real/sglang_production_metrics.prom) and a
 synthetic engine-like exposition of exactly 5,000 sample lines (`synthetic()`, deterministic): the
 allow-listed families (counters, gauges, three histograms per model) including an allow-listed
 counter with an unbounded `request_id` label, and many families the allow-list skips (per-request
@@ -34,7 +34,7 @@ from benchlib import ROOT, install_sigterm, percentile, write_json
 sys.path.insert(0, str(ROOT))
 from exporter import passthrough
 
-SGLANG = ROOT.parent / "shared" / "fixtures" / "real" / "sglang_production_metrics.prom"
+SGLANG = ROOT / "tests" / "fixtures" / "real" / "sglang_production_metrics.prom"
 MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "qwen3-next")
 BUCKETS = ("0.005", "0.01", "0.025", "0.05", "0.075", "0.1", "0.15", "0.2", "0.3", "0.4", "0.5",
            "0.75", "1.0", "1.5", "2.0", "2.5", "5.0", "7.5", "10.0", "15.0", "20.0", "30.0",

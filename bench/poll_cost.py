@@ -44,7 +44,7 @@ from benchlib import (
 )
 
 sys.path.insert(0, str(ROOT))
-SGLANG = ROOT.parent / "shared" / "fixtures" / "real" / "sglang_production_metrics.prom"
+SGLANG = ROOT / "tests" / "fixtures" / "real" / "sglang_production_metrics.prom"
 SNAPSHOT = ROOT / "tests" / "fixtures" / "snapshots" / "contract_example.json"
 
 

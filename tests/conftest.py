@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-SHARED = ROOT.parent / "shared"
+REAL = FIXTURES / "real"  # captured from real engines and GPUs (see its README)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

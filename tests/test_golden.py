@@ -12,11 +12,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from exporter.collectors.offload import OffloadCollector
 from exporter.collectors.passthrough import PassthroughCollector
 from exporter.collectors.restore import RestoreCollector
-from tests.conftest import SHARED
+from tests.conftest import REAL
 from tests.helpers import StubEngine, contract_example, make_sidecar, promtool_check_metrics
 
 GOLDEN = Path(__file__).parent / "golden"
-SGLANG = (SHARED / "fixtures" / "real" / "sglang_production_metrics.prom").read_text()
+SGLANG = (REAL / "sglang_production_metrics.prom").read_text()
 
 
 def minimal() -> dict[str, Any]:

@@ -6,10 +6,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter import passthrough
 from exporter.collectors.passthrough import PassthroughCollector
 from exporter.poller import EngineState
-from tests.conftest import SHARED
+from tests.conftest import REAL
 from tests.helpers import promtool_check_metrics
 
-SGLANG = (SHARED / "fixtures" / "real" / "sglang_production_metrics.prom").read_text()
+SGLANG = (REAL / "sglang_production_metrics.prom").read_text()
 
 
 def render(parsed: passthrough.Parsed, generation: str = "g-1") -> bytes:
