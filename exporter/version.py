@@ -1,0 +1,20 @@
+"""The sidecar's version: one place for `--version`, build info, the User-Agent and the app."""
+
+from __future__ import annotations
+
+import platform
+from importlib.metadata import PackageNotFoundError, version
+from typing import Final
+
+DISTRIBUTION: Final = "helios-exporter"
+
+
+def _installed() -> str:
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
+VERSION: Final = _installed()
+PYTHON_VERSION: Final = platform.python_version()
