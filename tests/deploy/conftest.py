@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
@@ -18,6 +19,8 @@ from tests.helpers import missing
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 KUBE = DEPLOY / "kubernetes"
+COMPONENT = KUBE / "components" / "sidecar"
+INJECTION = ROOT / "tests" / "fixtures" / "kubernetes" / "injection"
 COMPOSE = DEPLOY / "compose"
 ENV_PREFIX = "HELIOS_EXPORTER_"
 
@@ -38,6 +41,76 @@ def kube_objects() -> list[dict[str, Any]]:
     for rel in kustomization()["resources"]:
         objects.extend(load_docs(KUBE / rel))
     return objects
+
+
+def kustomize(directory: Path) -> list[dict[str, Any]]:
+    """`kubectl kustomize DIR`: the objects as the cluster would get them."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        missing("kubectl not installed: `kubectl kustomize` renders the manifests")
+    result = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def pod_meta_labels(labels: dict[str, str]) -> dict[str, str]:
+    """Pod labels as Kubernetes service discovery names them (__meta_kubernetes_pod_label_*)."""
+    return {"__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", k): v
+            for k, v in labels.items()}
+
+
+def podmonitor_targets(promtool: str, monitor: dict[str, Any], pods: list[dict[str, Any]],
+                       tmp_path: Path) -> list[dict[str, str]]:
+    """Final labels of the targets `monitor` (a PodMonitor with one endpoint) makes of `pods`
+    (file_sd target groups carrying __meta_kubernetes_* labels), relabeled by the real Prometheus
+    code (`promtool check service-discovery`) behind an abridged version of what the Prometheus
+    Operator generates first: keep the selected pods and the endpoint's port, then namespace,
+    pod, container, job and endpoint labels. Dropped targets are left out."""
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    keys = {"sourceLabels": "source_labels", "targetLabel": "target_label"}
+    user = [{keys.get(k, k): v for k, v in r.items()} for r in endpoint.get("relabelings", [])]
+    operator: list[dict[str, Any]] = [
+        {"source_labels": [next(iter(pod_meta_labels({k: v})))], "regex": v, "action": "keep"}
+        for k, v in monitor["spec"]["selector"]["matchLabels"].items()]
+    operator += [
+        {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": endpoint["port"],
+         "action": "keep"},
+        {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+        {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+        {"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"},
+        {"target_label": "job",
+         "replacement": f"{monitor['metadata'].get('namespace', 'default')}/{monitor['metadata']['name']}"},
+        {"target_label": "endpoint", "replacement": endpoint["port"]},
+    ]
+    (tmp_path / "targets.json").write_text(json.dumps(pods), encoding="utf-8")
+    job = {"job_name": "podmonitor", "metrics_path": endpoint.get("path", "/metrics"),
+           "file_sd_configs": [{"files": [str(tmp_path / "targets.json")]}],
+           "relabel_configs": operator + user}
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({"scrape_configs": [job]}),
+                                             encoding="utf-8")
+    result = subprocess.run([promtool, "check", "service-discovery", "--timeout=2s",
+                             str(tmp_path / "prometheus.yml"), "podmonitor"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    return [{k: v for k, v in t["labels"].items() if not k.startswith("__") or k == "__address__"}
+            for t in json.loads(result.stdout) if t["labels"]]
+
+
+def pod_target(pod: dict[str, Any], name: str, ip: str, namespace: str) -> list[dict[str, Any]]:
+    """File-SD target groups Kubernetes pod discovery makes of a pod template: one per
+    container port, with the pod's labels."""
+    groups = []
+    for c in pod["spec"]["containers"]:
+        for port in c.get("ports", []):
+            labels = {"__meta_kubernetes_namespace": namespace, "__meta_kubernetes_pod_name": name,
+                      "__meta_kubernetes_pod_ip": ip,
+                      "__meta_kubernetes_pod_container_name": c["name"],
+                      "__meta_kubernetes_pod_container_port_name": port.get("name", ""),
+                      "__meta_kubernetes_pod_container_port_number": str(port["containerPort"])}
+            labels |= pod_meta_labels(pod["metadata"].get("labels", {}))
+            groups.append({"targets": [f"{ip}:{port['containerPort']}"], "labels": labels})
+    return groups
 
 
 def find(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
@@ -73,7 +146,19 @@ def simulate_flags() -> set[str]:
 
 @pytest.fixture(scope="session")
 def objects() -> list[dict[str, Any]]:
-    return kube_objects()
+    """The example (deploy/kubernetes) as `kubectl kustomize` renders it."""
+    return kustomize(KUBE)
+
+
+def sidecar_environment(objects: list[dict[str, Any]], container: dict[str, Any]) -> dict[str, str]:
+    """The container's environment as the kubelet builds it: `envFrom` ConfigMaps (found in
+    `objects`), then `env` values, which win."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        name = source["configMapRef"]["name"]
+        env |= find(objects, "ConfigMap", name)["data"]
+    env |= {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+    return env
 
 
 @pytest.fixture(scope="session")

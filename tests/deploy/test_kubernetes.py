@@ -1,29 +1,35 @@
-"""deploy/kubernetes: schema validation, the sidecar's pod spec, and how the objects fit together."""
+"""deploy/kubernetes, the example: a placeholder engine Deployment with the sidecar injected by
+components/sidecar, rendered with `kubectl kustomize`; schemas, the pod, and how the objects fit
+together (tests/deploy/test_injection.py covers the component on workloads it never saw)."""
 
 from __future__ import annotations
 
 import copy
-import json
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import kubernetes_validate
 import pytest
 import yaml
 from kubernetes_validate.utils import latest_version
 
-from .conftest import KUBE, alert_job, check_serve_config, find, kube_objects, kustomization, load_docs
+from .conftest import KUBE, alert_job, find, kustomization, load_docs, pod_target, podmonitor_targets
+from .sidecar_checks import (
+    INJECT_LABEL,
+    METRICS_PORT,
+    STATE_VOLUME,
+    check_sidecar,
+    default_port,
+    pod_spec,
+    state_claim,
+)
 
 # Oldest Kubernetes we claim (features used: seccompProfile, fsGroupChangePolicy, named ports in
 # NetworkPolicy, kubernetes.io/metadata.name) and the newest schemas kubernetes-validate ships.
 KUBE_VERSIONS = ("1.29", latest_version())
-CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
-CORE_KINDS = {"Namespace", "Deployment", "Service", "Secret", "ConfigMap", "NetworkPolicy",
+CRD_KINDS = {"PodMonitor", "PrometheusRule"}
+CORE_KINDS = {"Namespace", "Deployment", "Secret", "ConfigMap", "NetworkPolicy",
               "PersistentVolumeClaim"}
-SIDECAR = "helios-exporter"
 ENGINE = "engine"
 
 
@@ -31,276 +37,171 @@ def _id(obj: dict[str, Any]) -> str:
     return f"{obj['kind']}/{obj['metadata']['name']}"
 
 
-def pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    spec: dict[str, Any] = find(objects, "Deployment")["spec"]["template"]["spec"]
-    return spec
-
-
-def container(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
-    hits = [c for c in pod_spec(objects)["containers"] if c["name"] == name]
-    assert len(hits) == 1, f"container {name!r}"
-    return hits[0]
-
-
-def env_of(c: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
-
-
-def port_number(c: dict[str, Any], name: str) -> int:
-    hits = [p["containerPort"] for p in c["ports"] if p["name"] == name]
-    assert len(hits) == 1, f"port {name!r} of {c['name']}"
-    return int(hits[0])
-
-
 def _matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
+
+
+def validate_all(objects: list[dict[str, Any]], version: str) -> list[str]:
+    """Strict schema errors of every core object, as 'Kind/name: path: message'."""
+    errors = []
+    for obj in objects:
+        if obj["kind"] in CRD_KINDS:
+            continue
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            path = ".".join(str(p) for p in exc.path)
+            errors.append(f"{_id(obj)}: {path}: {exc.message}")
+    return errors
+
+
+@pytest.fixture(scope="module")
+def deployment(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return find(objects, "Deployment")
+
+
+def engine_of(deployment: dict[str, Any]) -> dict[str, Any]:
+    (engine,) = [c for c in pod_spec(deployment)["containers"] if c["name"] == ENGINE]
+    return engine
 
 
 # ---- files and schemas --------------------------------------------------------------------------
 
 
 def test_kustomization_lists_every_manifest() -> None:
-    listed = set(kustomization()["resources"])
+    doc = kustomization()
+    listed = set(doc["resources"]) | {p["path"] for p in doc.get("patches", [])}
     present = {p.name for p in KUBE.glob("*.yaml")} - {"kustomization.yaml"}
     assert listed == present, f"not listed: {present - listed}; missing: {listed - present}"
+    assert doc["components"] == ["components/sidecar"]
 
 
 def test_kinds_present(objects: list[dict[str, Any]]) -> None:
-    kinds = {o["kind"] for o in objects}
-    assert kinds == CORE_KINDS | CRD_KINDS
+    assert {o["kind"] for o in objects} == CORE_KINDS | CRD_KINDS
 
 
 @pytest.mark.parametrize("version", KUBE_VERSIONS)
-@pytest.mark.parametrize("obj", [o for o in kube_objects() if o["kind"] not in CRD_KINDS], ids=_id)
-def test_core_objects_validate(obj: dict[str, Any], version: str) -> None:
-    try:
-        kubernetes_validate.validate(obj, version, strict=True)
-    except kubernetes_validate.ValidationError as exc:
-        path = ".".join(str(p) for p in exc.path)
-        pytest.fail(f"{_id(obj)} against Kubernetes {version}: {path}: {exc.message}")
+def test_rendered_objects_validate(objects: list[dict[str, Any]], version: str) -> None:
+    assert validate_all(objects, version) == []
 
 
-def test_strict_validation_rejects_a_misspelt_field(objects: list[dict[str, Any]]) -> None:
-    deployment = copy.deepcopy(find(objects, "Deployment"))
-    deployment["spec"]["template"]["spec"]["containers"][1]["securityContex"] = {}
-    with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(deployment, KUBE_VERSIONS[-1], strict=True)
+def test_strict_validation_rejects_a_misspelt_field(deployment: dict[str, Any]) -> None:
+    broken = copy.deepcopy(deployment)
+    pod_spec(broken)["containers"][-1]["securityContex"] = {}
+    assert validate_all([broken], KUBE_VERSIONS[-1]) != []
 
 
-@pytest.fixture(scope="module")
-def rendered() -> list[dict[str, Any]]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl not installed: `kubectl kustomize` not checked")
-    result = subprocess.run([kubectl, "kustomize", str(KUBE)], capture_output=True, text=True,
-                            timeout=120, check=False)
-    assert result.returncode == 0, result.stderr
-    return [d for d in yaml.safe_load_all(result.stdout) if d]
-
-
-def test_kustomize_build(rendered: list[dict[str, Any]], objects: list[dict[str, Any]]) -> None:
+def test_namespace_and_labels(objects: list[dict[str, Any]], deployment: dict[str, Any]) -> None:
     namespace = kustomization()["namespace"]
-    assert sorted(map(_id, rendered)) == sorted(map(_id, objects))
-    for obj in rendered:
+    for obj in objects:
         if obj["kind"] != "Namespace":
             assert obj["metadata"]["namespace"] == namespace, _id(obj)
         assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "helios", _id(obj)
-        if obj["kind"] not in CRD_KINDS:
-            kubernetes_validate.validate(obj, KUBE_VERSIONS[-1], strict=True)
-    # The part-of label must not have leaked into the (immutable) Deployment selector.
-    selector = find(rendered, "Deployment")["spec"]["selector"]["matchLabels"]
-    assert "app.kubernetes.io/part-of" not in selector
+    # Neither the part-of label nor the injection touched the (immutable) selector.
+    assert deployment["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "helios-engine", "app.kubernetes.io/instance": "helios-engine-a"}
+
+
+def test_documents_parse_one_object_per_file() -> None:
+    for path in KUBE.glob("*.yaml"):
+        assert len(load_docs(path)) == 1, path.name
 
 
 # ---- the pod ------------------------------------------------------------------------------------
 
 
-def test_sidecar_security_context(objects: list[dict[str, Any]]) -> None:
-    sc = container(objects, SIDECAR)["securityContext"]
-    assert sc["runAsNonRoot"] is True
-    assert sc["runAsUser"] == 10001 and sc["runAsGroup"] == 10001  # the image's USER
-    assert sc["readOnlyRootFilesystem"] is True
-    assert sc["allowPrivilegeEscalation"] is False
-    assert sc["capabilities"]["drop"] == ["ALL"]
-    assert "add" not in sc["capabilities"]
-    assert sc.get("privileged", False) is False
-    assert sc["seccompProfile"]["type"] == "RuntimeDefault"
-    pod = pod_spec(objects)
+def test_the_engine_file_has_no_sidecar_and_the_rendered_pod_has_one(
+        objects: list[dict[str, Any]], deployment: dict[str, Any], serve_flags: set[str],
+        tmp_path: Path) -> None:
+    (source,) = load_docs(KUBE / "deployment.yaml")
+    assert source["metadata"]["labels"][INJECT_LABEL] == "true"
+    assert [c["name"] for c in pod_spec(source)["containers"]] == [ENGINE]
+    env = check_sidecar(objects, deployment, serve_flags, tmp_path)
+    assert env["HELIOS_EXPORTER_ENGINE_URL"] == "http://127.0.0.1:8000"
+    http = [p["containerPort"] for p in engine_of(deployment)["ports"] if p["name"] == "http"]
+    assert http == [8000]
+    assert pod_spec(deployment)["containers"][0] == pod_spec(source)["containers"][0]
+
+
+def test_state_on_the_persistent_claim(objects: list[dict[str, Any]],
+                                       deployment: dict[str, Any]) -> None:
+    claim = state_claim(deployment)
+    assert claim is not None, "an emptyDir dies with the pod (docs/deploy.md, State volume)"
+    pvc = find(objects, "PersistentVolumeClaim", claim["persistentVolumeClaim"]["claimName"])
+    assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
+    # A ReadWriteOnce claim and a rolling update would put two pods on one volume.
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert deployment["spec"]["replicas"] == 1
+    # A fresh claim belongs to root: the pod's fsGroup makes it writable for the sidecar.
+    assert pod_spec(deployment)["securityContext"]["fsGroup"] == 10001
+    assert STATE_VOLUME in {v["name"] for v in pod_spec(deployment)["volumes"]}
+
+
+def test_pod_security(deployment: dict[str, Any]) -> None:
+    pod = pod_spec(deployment)
     assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
-    assert pod["securityContext"]["fsGroup"] == 10001  # PVC and token readable by the sidecar
     assert pod["automountServiceAccountToken"] is False
     assert not pod.get("hostNetwork") and not pod.get("hostPID")
 
 
-def test_image_user_matches_run_as_user(objects: list[dict[str, Any]]) -> None:
-    dockerfile = (KUBE.parents[1] / "Dockerfile").read_text(encoding="utf-8")
-    users = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("USER ")]
-    uid = container(objects, SIDECAR)["securityContext"]["runAsUser"]
-    assert users and users[-1].split(":")[0] == str(uid)
-
-
-def test_shared_process_namespace_and_engine_process_name(objects: list[dict[str, Any]]) -> None:
-    assert pod_spec(objects)["shareProcessNamespace"] is True
-    env = env_of(container(objects, SIDECAR))
-    assert env.get("HELIOS_EXPORTER_ENGINE_PROCESS_NAME") or env.get("HELIOS_EXPORTER_ENGINE_PID_FILE")
-
-
-def test_sidecar_uses_only_real_flags(objects: list[dict[str, Any]], serve_flags: set[str],
-                                      tmp_path: Path) -> None:
-    c = container(objects, SIDECAR)
-    assert "command" not in c, "keep the image's ENTRYPOINT (helios-exporter)"
-    check_serve_config(list(c["args"]), env_of(c), serve_flags, tmp_path)
-
-
-def test_sidecar_talks_to_the_engine_port(objects: list[dict[str, Any]]) -> None:
-    sidecar, engine = container(objects, SIDECAR), container(objects, ENGINE)
-    env = env_of(sidecar)
-    url = urlsplit(env["HELIOS_EXPORTER_ENGINE_URL"])
-    assert url.hostname in ("127.0.0.1", "localhost")  # same pod: shared network namespace
-    assert url.port == port_number(engine, "http") == 8000
-    listen_port = int(env["HELIOS_EXPORTER_LISTEN"].rpartition(":")[2])
-    assert listen_port == port_number(sidecar, "metrics") == 9400
-
-
-def test_state_dir_on_the_persistent_claim(objects: list[dict[str, Any]]) -> None:
-    pod = pod_spec(objects)
-    sidecar = container(objects, SIDECAR)
-    state_dir = env_of(sidecar)["HELIOS_EXPORTER_STATE_DIR"]
-    mounts = {m["mountPath"]: m for m in sidecar["volumeMounts"]}
-    assert state_dir in mounts, "the state dir must be a volume (the root filesystem is read-only)"
-    assert not mounts[state_dir].get("readOnly")
-    volume = next(v for v in pod["volumes"] if v["name"] == mounts[state_dir]["name"])
-    assert "persistentVolumeClaim" in volume, "an emptyDir dies with the pod (docs/deploy.md)"
-    claim = find(objects, "PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
-    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
-    # A ReadWriteOnce claim and a rolling update would put two pods on one volume.
-    assert find(objects, "Deployment")["spec"]["strategy"]["type"] == "Recreate"
-    assert find(objects, "Deployment")["spec"]["replicas"] == 1
-
-
-def test_events_token_from_secret_file(objects: list[dict[str, Any]]) -> None:
-    pod = pod_spec(objects)
-    sidecar = container(objects, SIDECAR)
-    token_file = Path(env_of(sidecar)["HELIOS_EXPORTER_EVENTS_TOKEN_FILE"])
-    mount = next(m for m in sidecar["volumeMounts"] if m["mountPath"] == str(token_file.parent))
-    assert mount["readOnly"] is True
-    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
-    secret_ref = volume["secret"]
-    item = next(i for i in secret_ref["items"] if i["path"] == token_file.name)
-    secret = find(objects, "Secret", secret_ref["secretName"])
-    assert item["key"] in secret.get("stringData", {}) | secret.get("data", {})
-    assert secret_ref["defaultMode"] & 0o007 == 0, "token file must not be world-readable"
-
-
-def test_probes(objects: list[dict[str, Any]]) -> None:
-    sidecar = container(objects, SIDECAR)
-    assert sidecar["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
-    assert sidecar["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
-    assert sidecar["startupProbe"]["httpGet"]["path"] == "/healthz"
-    # A draining/restoring engine must not be restarted by the kubelet.
-    assert "livenessProbe" not in container(objects, ENGINE)
-
-
-def test_resources(objects: list[dict[str, Any]]) -> None:
-    for c in pod_spec(objects)["containers"]:
-        assert c["resources"]["requests"], c["name"]
-        assert c["resources"]["limits"].get("memory"), c["name"]
-    sidecar = container(objects, SIDECAR)["resources"]
-    assert {"cpu", "memory"} <= set(sidecar["requests"]) and {"cpu", "memory"} <= set(sidecar["limits"])
-    assert "nvidia.com/gpu" not in sidecar["limits"], "the sidecar must not take GPUs from the engine"
-    engine = container(objects, ENGINE)
+def test_engine_resources_and_probes(deployment: dict[str, Any]) -> None:
+    engine = engine_of(deployment)
     assert engine["image"] == "registry.example.com/helios/engine:2.14.0"
     assert engine["resources"]["limits"]["nvidia.com/gpu"] == 2
+    assert engine["resources"]["limits"].get("memory")
+    # A draining/restoring engine must not be restarted by the kubelet.
+    assert "livenessProbe" not in engine
 
 
-def test_pod_is_kept_through_a_node_outage(objects: list[dict[str, Any]]) -> None:
-    tolerations = {t["key"]: t for t in pod_spec(objects)["tolerations"]}
+def test_pod_is_kept_through_a_node_outage(deployment: dict[str, Any]) -> None:
+    tolerations = {t["key"]: t for t in pod_spec(deployment)["tolerations"]}
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
         # at least the default restore bound (5400 s), so the retained pod is not evicted
         assert tolerations[key]["effect"] == "NoExecute"
         assert tolerations[key]["tolerationSeconds"] >= 5400
 
 
-# ---- Service, ServiceMonitor, NetworkPolicy ---------------------------------------------------
+# ---- PodMonitor, NetworkPolicy ------------------------------------------------------------------
 
 
-def test_service_selects_the_pods(objects: list[dict[str, Any]]) -> None:
-    service = find(objects, "Service")
-    labels = find(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
-    assert _matches(service["spec"]["selector"], labels)
-    (port,) = service["spec"]["ports"]
-    assert port["name"] == "metrics" and port["port"] == 9400 and port["targetPort"] == "metrics"
-    # The pod is NotReady while the engine is down; its sidecar must still be scraped.
-    assert service["spec"]["publishNotReadyAddresses"] is True
-
-
-def test_servicemonitor_selects_service_and_port(objects: list[dict[str, Any]]) -> None:
-    monitor, service = find(objects, "ServiceMonitor"), find(objects, "Service")
+def test_podmonitor_selects_the_pod(objects: list[dict[str, Any]], deployment: dict[str, Any]) -> None:
+    monitor = find(objects, "PodMonitor")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
-    assert _matches(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
-    assert "namespaceSelector" not in monitor["spec"] or monitor["spec"]["namespaceSelector"]
-    port_names = {p["name"] for p in service["spec"]["ports"]}
-    (endpoint,) = monitor["spec"]["endpoints"]
-    assert endpoint["port"] in port_names
-    assert endpoint.get("path", "/metrics") == "/metrics"
-    # job = value of the Service label named by jobLabel = what every rule selects.
-    assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == alert_job()
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert _matches(monitor["spec"]["selector"]["matchLabels"], labels)
+    assert "namespaceSelector" not in monitor["spec"], "its own namespace"
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == METRICS_PORT and endpoint.get("path", "/metrics") == "/metrics"
 
 
-def test_servicemonitor_relabeling_with_promtool(objects: list[dict[str, Any]], promtool: str,
-                                                 tmp_path: Path) -> None:
-    """The endpoint's relabelings, run by the real Prometheus relabeling behind the labels the
-    Prometheus Operator sets first, give instance=<namespace>/<instance label> and no pod."""
-    monitor = find(objects, "ServiceMonitor")
-    pod_labels = find(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
-    (endpoint,) = monitor["spec"]["endpoints"]
-    keys = {"sourceLabels": "source_labels", "targetLabel": "target_label"}
-    user = [{keys.get(k, k): v for k, v in r.items()} for r in endpoint["relabelings"]]
-    operator = [  # what the operator generates before the user's relabelings (abridged)
-        {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
-        {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
-        {"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"},
-        {"target_label": "job", "replacement": alert_job()},
-        {"target_label": "endpoint", "replacement": endpoint["port"]},
-    ]
-    meta = {"__meta_kubernetes_namespace": "helios", "__meta_kubernetes_pod_container_name": SIDECAR}
-    meta |= {"__meta_kubernetes_pod_label_" + k.replace(".", "_").replace("/", "_").replace("-", "_"): v
-             for k, v in pod_labels.items()}
-    pod_name = "__meta_kubernetes_pod_name"
-    targets = [  # one pod before and after a reschedule: new name, new IP
-        {"targets": ["10.1.2.3:9400"], "labels": meta | {pod_name: "helios-engine-a-7d9f-x1"}},
-        {"targets": ["10.9.8.7:9400"], "labels": meta | {pod_name: "helios-engine-a-7d9f-z9"}},
-    ]
-    (tmp_path / "targets.json").write_text(json.dumps(targets))
-    sd = [{"files": [str(tmp_path / "targets.json")]}]
-    job = {"job_name": "sm", "file_sd_configs": sd, "relabel_configs": operator + user}
-    config = {"scrape_configs": [job]}
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    result = subprocess.run([promtool, "check", "service-discovery", "--timeout=2s",
-                             str(tmp_path / "prometheus.yml"), "sm"],
-                            capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 0, result.stderr
-    labels = [{k: v for k, v in t["labels"].items() if not k.startswith("__")}
-              for t in json.loads(result.stdout)]
-    expected = f"helios/{pod_labels['app.kubernetes.io/instance']}"
-    # The pod before and after a reschedule (new name, new IP) is one and the same series.
+def test_podmonitor_relabeling_with_promtool(objects: list[dict[str, Any]],
+                                             deployment: dict[str, Any], promtool: str,
+                                             tmp_path: Path) -> None:
+    """The pod before and after a reschedule (new name, new IP) is one series:
+    instance=<namespace>/<helios-exporter.io/instance>, job = the rules' job, no pod label."""
+    template = deployment["spec"]["template"]
+    namespace = kustomization()["namespace"]
+    pods = [*pod_target(template, "helios-engine-a-7d9f-x1", "10.1.2.3", namespace),
+            *pod_target(template, "helios-engine-a-7d9f-z9", "10.9.8.7", namespace)]
+    labels = podmonitor_targets(promtool, find(objects, "PodMonitor"), pods, tmp_path)
+    addresses = sorted(lbl.pop("__address__") for lbl in labels)
+    assert addresses == [f"10.1.2.3:{default_port()}", f"10.9.8.7:{default_port()}"]
     assert labels[0] == labels[1]
-    assert labels[0]["instance"] == expected
-    assert "pod" not in labels[0]
+    assert labels[0]["instance"] == f"{namespace}/helios-engine-a"
     assert labels[0]["job"] == alert_job()
+    assert "pod" not in labels[0]
 
 
-def test_networkpolicy(objects: list[dict[str, Any]]) -> None:
+def test_networkpolicy(objects: list[dict[str, Any]], deployment: dict[str, Any]) -> None:
     policy = find(objects, "NetworkPolicy")["spec"]
-    pod_labels = find(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert _matches(policy["podSelector"]["matchLabels"], pod_labels)
     assert policy["policyTypes"] == ["Ingress"]
-    sidecar, engine = container(objects, SIDECAR), container(objects, ENGINE)
     by_port: dict[Any, list[Any]] = {}
     for rule in policy["ingress"]:
         for port in rule["ports"]:
             by_port.setdefault(port["port"], []).append(rule.get("from"))
-    metrics_rules = by_port.get("metrics", []) + by_port.get(port_number(sidecar, "metrics"), [])
+    metrics_rules = by_port.get(METRICS_PORT, []) + by_port.get(default_port(), [])
     assert len(metrics_rules) == 1, "exactly one rule for the sidecar port"
     peers = metrics_rules[0]
     assert peers, "the sidecar port must not be open to everyone"
@@ -312,9 +213,9 @@ def test_networkpolicy(objects: list[dict[str, Any]]) -> None:
     assert prometheus[0]["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
     assert tooling[0]["podSelector"]["matchLabels"] == {"helios.io/restore-tooling": "true"}
     # Selecting the pod denies everything else: the engine's API must stay reachable.
-    assert "http" in by_port or port_number(engine, "http") in by_port
+    assert "http" in by_port
     named = {p["port"] for r in policy["ingress"] for p in r["ports"] if isinstance(p["port"], str)}
-    declared = {p["name"] for c in (sidecar, engine) for p in c["ports"]}
+    declared = {p["name"] for c in pod_spec(deployment)["containers"] for p in c["ports"]}
     assert named <= declared
 
 
@@ -339,7 +240,10 @@ def test_placeholder_secret_is_marked(objects: list[dict[str, Any]]) -> None:
     assert "PLACEHOLDER" in (KUBE / "secret-events-token.yaml").read_text(encoding="utf-8")
 
 
-def test_documents_parse_one_object_per_file() -> None:
-    for path in KUBE.glob("*.yaml"):
-        docs = load_docs(path)
-        assert len(docs) == 1, path.name
+def test_component_files_parse() -> None:
+    component = KUBE / "components" / "sidecar"
+    doc = yaml.safe_load((component / "kustomization.yaml").read_text(encoding="utf-8"))
+    assert doc["kind"] == "Component"
+    referenced = {p["path"] for p in doc["patches"]} | set(doc["resources"])
+    present = {p.name for p in component.glob("*.yaml")} - {"kustomization.yaml"}
+    assert referenced == present

@@ -102,14 +102,14 @@ def _sd_labels(promtool: str, tmp_path: Path, targets: list[dict[str, Any]]) -> 
     return [t["labels"] for t in json.loads(result.stdout)]
 
 
-def _pod_port(ip: str, port: int, name: str, **meta: str) -> dict[str, Any]:
+def _pod_port(pod: str, ip: str, port: int, name: str, **meta: str) -> dict[str, Any]:
     labels = {
-        "__meta_kubernetes_namespace": "helios",
+        "__meta_kubernetes_namespace": "inference",
+        "__meta_kubernetes_pod_name": pod,
         "__meta_kubernetes_pod_ip": ip,
         "__meta_kubernetes_pod_phase": "Running",
         "__meta_kubernetes_pod_ready": "false",  # engine down: the sidecar is still scraped
-        "__meta_kubernetes_pod_label_app_kubernetes_io_name": "helios-engine",
-        "__meta_kubernetes_pod_label_app_kubernetes_io_instance": "helios-engine-a",
+        "__meta_kubernetes_pod_label_helios_exporter_io_injected": "true",
         "__meta_kubernetes_pod_container_port_name": name,
         "__meta_kubernetes_pod_container_port_number": str(port),
     }
@@ -117,38 +117,33 @@ def _pod_port(ip: str, port: int, name: str, **meta: str) -> dict[str, Any]:
 
 
 def test_kubernetes_pod_discovery_relabeling(promtool: str, tmp_path: Path) -> None:
-    instance = "__meta_kubernetes_pod_label_app_kubernetes_io_instance"
-    name = "__meta_kubernetes_pod_label_app_kubernetes_io_name"
-    scrape = "__meta_kubernetes_pod_annotation_prometheus_io_scrape"
-    port = "__meta_kubernetes_pod_annotation_prometheus_io_port"
+    injected = "__meta_kubernetes_pod_label_helios_exporter_io_injected"
+    instance = "__meta_kubernetes_pod_label_helios_exporter_io_instance"
     targets = [
-        # deploy/kubernetes: annotated pod, engine port 8000 and sidecar port `metrics`
-        _pod_port("10.0.0.5", 8000, "http", **{scrape: "true", port: "9400"}),
-        _pod_port("10.0.0.5", 9400, "metrics", **{scrape: "true", port: "9400"}),
-        # a pod found by its port name only (no annotations)
-        _pod_port("10.0.0.6", 9400, "metrics", **{instance: "helios-engine-b"}),
-        # a pod found by its annotation only (port not named `metrics`)
-        _pod_port("10.0.0.7", 9500, "exporter",
-                  **{instance: "helios-engine-c", scrape: "true", port: "9500"}),
-        # not Helios pods, or not to be scraped
-        _pod_port("10.0.0.8", 9400, "metrics", **{name: "something-else"}),
-        _pod_port("10.0.0.9", 8000, "http", **{instance: "helios-engine-d"}),
-        _pod_port("10.0.0.10", 9400, "metrics", __meta_kubernetes_pod_phase="Succeeded"),
+        # a StatefulSet pod: engine ports `http` and `metrics`, the sidecar's helios-metrics
+        _pod_port("qwen-0", "10.0.0.5", 30000, "http"),
+        _pod_port("qwen-0", "10.0.0.5", 30001, "metrics"),
+        _pod_port("qwen-0", "10.0.0.5", 9400, "helios-metrics"),
+        # the same pod rescheduled: new IP, same name
+        _pod_port("qwen-0", "10.0.9.9", 9400, "helios-metrics"),
+        # a one-replica Deployment's pod, before and after a reschedule (new name and IP)
+        _pod_port("chat-7d9f-x1", "10.0.0.6", 9400, "helios-metrics", **{instance: "chat"}),
+        _pod_port("chat-7d9f-z9", "10.0.0.7", 9400, "helios-metrics", **{instance: "chat"}),
+        # not injected, or not to be scraped
+        _pod_port("router-1", "10.0.0.8", 9400, "metrics", **{injected: ""}),
+        _pod_port("qwen-1", "10.0.0.10", 9400, "helios-metrics",
+                  __meta_kubernetes_pod_phase="Succeeded"),
     ]
     labels = _sd_labels(promtool, tmp_path, targets)
     kept = [lbl for lbl in labels if lbl]
-    # The two targets of the annotated pod become identical, i.e. one scrape of the sidecar
-    # (promtool lists targets in no fixed order: pick them by address).
-    annotated = [lbl for lbl in kept if lbl["__address__"] == "10.0.0.5:9400"]
-    assert len(annotated) == 2 and annotated[0] == annotated[1]
-    unique = {json.dumps(lbl, sort_keys=True): lbl for lbl in kept}.values()
-    summary = sorted((lbl["__address__"], lbl["instance"], lbl["job"]) for lbl in unique)
+    summary = sorted((lbl["__address__"], lbl["instance"], lbl["job"]) for lbl in kept)
     assert summary == [
-        ("10.0.0.5:9400", "helios/helios-engine-a", alert_job()),
-        ("10.0.0.6:9400", "helios/helios-engine-b", alert_job()),
-        ("10.0.0.7:9500", "helios/helios-engine-c", alert_job()),
+        ("10.0.0.5:9400", "inference/qwen-0", alert_job()),
+        ("10.0.0.6:9400", "inference/chat", alert_job()),
+        ("10.0.0.7:9400", "inference/chat", alert_job()),
+        ("10.0.9.9:9400", "inference/qwen-0", alert_job()),
     ]
-    assert all("pod" not in lbl and lbl["namespace"] == "helios" for lbl in unique)
+    assert all("pod" not in lbl and lbl["namespace"] == "inference" for lbl in kept)
 
 
 def test_amtool_check_config() -> None:
