@@ -126,7 +126,7 @@ def test_the_engine_file_has_no_sidecar_and_the_rendered_pod_has_one(
 def test_state_on_the_persistent_claim(objects: list[dict[str, Any]],
                                        deployment: dict[str, Any]) -> None:
     claim = state_claim(deployment)
-    assert claim is not None, "an emptyDir dies with the pod (docs/deploy.md, State volume)"
+    assert claim is not None, "an emptyDir dies with the pod (docs/deploy.md, Durable state)"
     pvc = find(objects, "PersistentVolumeClaim", claim["persistentVolumeClaim"]["claimName"])
     assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
     # A ReadWriteOnce claim and a rolling update would put two pods on one volume.
