@@ -8,16 +8,11 @@ from grafana_foundation_sdk.models import units
 from dashboards.lib import (
     UP_DOWN,
     Layout,
+    Scope,
     Settings,
     base_dashboard,
     datasource_variable,
-    generation_annotation,
-    instance_variable,
-    job_variable,
     q,
-    query_variable,
-    restore_window_annotation,
-    sel,
     stat_panel,
     states,
     steps,
@@ -29,11 +24,12 @@ from dashboards.lib import (
 UID = "helios-gpu"
 FILE = "helios-gpu.json"
 
-G = sel(gpu=True)
 LEGEND = "GPU {{gpu}} {{instance}}"
 
 
 def build(settings: Settings) -> db.Dashboard:
+    s = Scope(settings.cluster_label)
+    G = s.sel(gpu=True)
     limit = settings.power_limit_ratio
     d = (base_dashboard(
         "Helios GPUs", UID,
@@ -42,13 +38,14 @@ def build(settings: Settings) -> db.Dashboard:
         "serves which engine rank.",
         ["gpu"])
         .with_variable(datasource_variable())
-        .with_variable(job_variable("helios_gpu_up"))
-        .with_variable(instance_variable("helios_gpu_up", multi=True))
-        .with_variable(query_variable(
-            "gpu", "GPU", 'helios_gpu_up{job=~"$job", instance=~"$instance"}', multi=True,
+        .with_variable(s.cluster_variable("helios_gpu_up"))
+        .with_variable(s.job_variable("helios_gpu_up"))
+        .with_variable(s.instance_variable("helios_gpu_up", multi=True))
+        .with_variable(s.variable(
+            "gpu", "GPU", "helios_gpu_up", multi=True, matchers=['job=~"$job"', 'instance=~"$instance"'],
             description="GPU index on the host."))
-        .annotation(generation_annotation())
-        .annotation(restore_window_annotation(settings.window_memory)))
+        .annotation(s.generation_annotation())
+        .annotation(s.restore_window_annotation(settings.window_memory)))
     grid = Layout(d)
 
     grid.row("Health")
@@ -63,14 +60,14 @@ def build(settings: Settings) -> db.Dashboard:
     grid.add(stat_panel(
         "Lost GPUs",
         "Number of GPUs not answering NVML per sidecar. Should be 0.",
-        units.Short, q(f"sum by (job, instance) (1 - helios_gpu_up{G})", "{{instance}}",
+        units.Short, q(f"sum by ({s.by()}) (1 - helios_gpu_up{G})", "{{instance}}",
                        instant=True),
         thresholds=steps((None, "green"), (1, "red"))), 4, 5)
     grid.add(timeline_panel(
         "NVML source",
         "Whether the sidecar's NVML poll succeeds. Down = driver unloaded, library missing or a "
         "hung call (see the source errors on the restore dashboard); all GPUs then show LOST.",
-        q("helios_exporter_source_up" + sel('source="nvml"'), "{{instance}}"),
+        q("helios_exporter_source_up" + s.sel('source="nvml"'), "{{instance}}"),
         mappings=UP_DOWN), 10, 5)
     grid.add(table_panel(
         "Which GPU serves which rank",
@@ -78,7 +75,7 @@ def build(settings: Settings) -> db.Dashboard:
         "and driver. A rank missing here runs on a GPU NVML does not see. Use it to find the "
         "rank behind a lost or throttled GPU.",
         units.NoUnit,
-        q(f"helios_gpu_rank_info{G}\n* on (job, instance, gpu, uuid) group_left (name, "
+        q(f"helios_gpu_rank_info{G}\n* on ({s.by('gpu', 'uuid')}) group_left (name, "
           f"driver_version)\nhelios_gpu_info{G}", "", instant=True, table_format=True),
         hide=("Time", "__name__", "Value"), no_value="no rank matched to a GPU"), 24, 6)
 
@@ -145,7 +142,7 @@ def build(settings: Settings) -> db.Dashboard:
         "ECC memory errors per second by type (volatile counters). Any uncorrected error can "
         "corrupt results: drain the engine and have the GPU checked.",
         units.CountsPerSecond,
-        q(f"sum by (job, instance, gpu, error_type) "
+        q(f"sum by ({s.by('gpu', 'error_type')}) "
           f"(rate(helios_gpu_ecc_errors_total{G}[$__rate_interval]))",
           "{{error_type}} " + LEGEND),
         min_val=0, no_value="ECC off or unsupported"), 8, 8)

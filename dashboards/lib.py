@@ -3,7 +3,9 @@ grid layout and the JSON rendering.
 
 Every panel gets a unit and a description here (the factories require both), every query runs
 on the dashboard's `$datasource`, and thresholds that alerts also use are read from
-`alerts/config.yaml`, so a dashboard turns red where the alert fires.
+`alerts/config.yaml`, so a dashboard turns red where the alert fires. Every selector, grouping
+and join goes through `Scope`, which keeps the cluster label (`$cluster`) in all of them, so two
+clusters with the same job and instance never mix under a global view (Thanos, Mimir).
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 # What Grafana substitutes for "All" in the multi-value variables: match every value.
 ALL = ".*"
 GRID_WIDTH = 24
+# The cluster label when alerts/config.yaml does not name one (`cluster_label`), as the rules do.
+DEFAULT_CLUSTER_LABEL = "cluster"
+# The labels that identify one sidecar target within a cluster.
+TARGET_LABELS = ("job", "instance")
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
@@ -52,6 +58,7 @@ class Settings:
     at_risk_margin_s: float  # HeliosRestoreBoundAtRisk fires this long before the deadline
     page_headroom_ratio: float  # page slab free ratio that counts as headroom
     power_limit_ratio: float  # HeliosGpuPowerAtLimit threshold
+    cluster_label: str = DEFAULT_CLUSTER_LABEL  # the label that names a cluster in a global view
 
     @classmethod
     def load(cls, path: Path = ALERTS_CONFIG) -> Settings:
@@ -62,23 +69,81 @@ class Settings:
                 at_risk_margin_s=duration_seconds(str(config["restore"]["at_risk_margin"])),
                 page_headroom_ratio=float(config["offload"]["page_headroom_ratio"]),
                 power_limit_ratio=float(config["gpu"]["power_limit_ratio"]),
+                cluster_label=str(config.get("cluster_label") or DEFAULT_CLUSTER_LABEL),
             )
         except (KeyError, TypeError) as exc:
             raise SystemExit(f"{path}: missing setting {exc}") from None
         duration_seconds(settings.window_memory)  # validates
+        if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", settings.cluster_label):
+            raise SystemExit(f"{path}: cluster_label {settings.cluster_label!r} is not a label name")
         return settings
 
 
 # -- selectors and queries ---------------------------------------------------------------------
 
-def sel(*matchers: str, generation: bool = False, gpu: bool = False) -> str:
-    """Label matchers for the dashboard's variables plus `matchers`, e.g. {job=~"$job", ...}."""
-    parts = ['job=~"$job"', 'instance=~"$instance"']
-    if generation:
-        parts.append('generation=~"$generation"')
-    if gpu:
-        parts.append('gpu=~"$gpu"')
-    return "{" + ", ".join([*parts, *matchers]) + "}"
+@dataclass(frozen=True)
+class Scope:
+    """Selectors, groupings and joins of one dashboard: every one carries the cluster label.
+
+    `sel()` -> {cluster=~"$cluster", job=~"$job", instance=~"$instance", ...}
+    `by("gpu")` -> "cluster, job, instance, gpu" (for `sum by (...)` and `on (...)`)
+    """
+
+    cluster_label: str = DEFAULT_CLUSTER_LABEL
+
+    def sel(self, *matchers: str, generation: bool = False, gpu: bool = False) -> str:
+        """Label matchers for the dashboard's variables plus `matchers`."""
+        parts = [f'{self.cluster_label}=~"$cluster"', 'job=~"$job"', 'instance=~"$instance"']
+        if generation:
+            parts.append('generation=~"$generation"')
+        if gpu:
+            parts.append('gpu=~"$gpu"')
+        return "{" + ", ".join([*parts, *matchers]) + "}"
+
+    def by(self, *labels: str) -> str:
+        """The label list that keeps one sidecar (in one cluster) apart, plus `labels`."""
+        return ", ".join([self.cluster_label, *TARGET_LABELS, *labels])
+
+    def variable(self, name: str, label: str, metric: str, *, multi: bool, description: str,
+                 default: str | None = None, matchers: Sequence[str] = ()) -> db.QueryVariable:
+        """A label_values() variable over `metric` restricted to the current cluster and
+        `matchers` (earlier variables), e.g. label_values(m{cluster=~"$cluster"}, job)."""
+        selector = "{" + ", ".join([f'{self.cluster_label}=~"$cluster"', *matchers]) + "}"
+        return query_variable(name, label, metric + selector, multi=multi, description=description,
+                              default=default)
+
+    def cluster_variable(self, metric: str) -> db.QueryVariable:
+        # Multi-value with All (= .*), which also matches series without the label: one
+        # Prometheus per cluster, queried directly, has no cluster label at all.
+        return query_variable(
+            "cluster", "Cluster", f"label_values({metric}, {self.cluster_label})", multi=True,
+            description=f"The {self.cluster_label} label of a global view (Thanos, Mimir, "
+                        "federation); All matches series without it too.", raw=True)
+
+    def job_variable(self, metric: str) -> db.QueryVariable:
+        return self.variable("job", "Job", metric, multi=False, default="helios-exporter",
+                             description="Prometheus job of the sidecars (alerts assume "
+                                         "helios-exporter).")
+
+    def instance_variable(self, metric: str, *, multi: bool) -> db.QueryVariable:
+        return self.variable("instance", "Sidecar", metric, multi=multi, matchers=['job=~"$job"'],
+                             description="The sidecar's instance label: one per engine.")
+
+    def restore_window_annotation(self, memory: str) -> db.AnnotationQuery:
+        return annotation(
+            "Restore window",
+            f"last_over_time(helios_restore_window_open{self.sel()}[{memory}]) == 1",
+            "orange", "Restore window open ({{instance}})")
+
+    def generation_annotation(self) -> db.AnnotationQuery:
+        # A generation series that did not exist a minute earlier: the engine was (re)started.
+        # Each generation has its own series with a constant start time, so changes() would
+        # never fire.
+        return annotation(
+            "New generation",
+            f"helios_monitoring_generation_info{self.sel()} unless on ({self.by('generation')}) "
+            f"(helios_monitoring_generation_info{self.sel()} offset 1m)",
+            "blue", "New generation {{generation}} ({{instance}})")
 
 
 def q(expr: str, legend: str = "", *, instant: bool = False, ref: str = "A",
@@ -98,9 +163,10 @@ def datasource_variable() -> db.DatasourceVariable:
 
 
 def query_variable(name: str, label: str, metric: str, *, multi: bool, description: str,
-                   default: str | None = None) -> db.QueryVariable:
+                   default: str | None = None, raw: bool = False) -> db.QueryVariable:
+    """label_values(<metric>, <name>), or `metric` as the whole query when `raw`."""
     variable = (db.QueryVariable(name).label(label).datasource(DATASOURCE)
-                .query(f"label_values({metric}, {name})")
+                .query(metric if raw else f"label_values({metric}, {name})")
                 .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
                 .sort(dm.VariableSort.ALPHABETICAL_ASC).description(description))
     if multi:
@@ -109,16 +175,6 @@ def query_variable(name: str, label: str, metric: str, *, multi: bool, descripti
     elif default is not None:
         variable = variable.current(dm.VariableOption(selected=True, text=default, value=default))
     return variable
-
-
-def job_variable(metric: str) -> db.QueryVariable:
-    return query_variable("job", "Job", metric, multi=False, default="helios-exporter",
-                          description="Prometheus job of the sidecars (alerts assume helios-exporter).")
-
-
-def instance_variable(metric: str, *, multi: bool) -> db.QueryVariable:
-    return query_variable("instance", "Sidecar", f'{metric}{{job=~"$job"}}', multi=multi,
-                          description="The sidecar's scrape address: one per engine.")
 
 
 # Prometheus annotation fields the SDK's AnnotationQuery has no setter for (titleFormat), by
@@ -130,22 +186,6 @@ def annotation(name: str, expr: str, color: str, title: str) -> db.AnnotationQue
     ANNOTATION_TITLES[name] = title
     return (db.AnnotationQuery().name(name).datasource(DATASOURCE).expr(expr).icon_color(color)
             .enable(True).hide(False))
-
-
-def restore_window_annotation(memory: str) -> db.AnnotationQuery:
-    return annotation(
-        "Restore window", f"last_over_time(helios_restore_window_open{sel()}[{memory}]) == 1",
-        "orange", "Restore window open ({{instance}})")
-
-
-def generation_annotation() -> db.AnnotationQuery:
-    # A generation series that did not exist a minute earlier: the engine was (re)started. Each
-    # generation has its own series with a constant start time, so changes() would never fire.
-    return annotation(
-        "New generation",
-        f"helios_monitoring_generation_info{sel()} unless on (job, instance, generation) "
-        f"(helios_monitoring_generation_info{sel()} offset 1m)",
-        "blue", "New generation {{generation}} ({{instance}})")
 
 
 # -- panels ------------------------------------------------------------------------------------

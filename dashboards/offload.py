@@ -7,16 +7,11 @@ from grafana_foundation_sdk.models import units
 
 from dashboards.lib import (
     Layout,
+    Scope,
     Settings,
     base_dashboard,
     datasource_variable,
-    generation_annotation,
-    instance_variable,
-    job_variable,
     q,
-    query_variable,
-    restore_window_annotation,
-    sel,
     stat_panel,
     steps,
     ts_panel,
@@ -25,22 +20,50 @@ from dashboards.lib import (
 UID = "helios-offload"
 FILE = "helios-offload.json"
 
-S = sel(generation=True)  # every offload series carries generation
+# Finished requests: the count of the engine's end-to-end latency histogram (passed through as
+# helios_engine_native_*), which SGLang-style engines and the simulator both export.
+REQUESTS = "helios_engine_native_e2e_request_latency_seconds_count"
+# The per-request figures of the offload experiments: (numerator counter, legend).
+PER_REQUEST = (
+    ("helios_offload_prompt_tokens_reused_total", "prompt tokens reused / request"),
+    ("helios_offload_host_stores_total", "host stores / request"),
+    ("helios_offload_host_tokens_restored_total", "host tokens restored / request"),
+)
 
 
-def _s(*matchers: str) -> str:
-    return sel(*matchers, generation=True)
 
+class _Queries:
+    """Offload queries: every offload series carries generation, so it is always matched."""
 
-def _rate(metric: str, by: str, *matchers: str) -> str:
-    return f"sum by (job, instance, {by}) (rate({metric}{_s(*matchers)}[$__rate_interval]))"
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.S = scope.sel(generation=True)
 
+    def s(self, *matchers: str) -> str:
+        return self.scope.sel(*matchers, generation=True)
 
-def _rate_total(metric: str, *matchers: str) -> str:
-    return f"sum by (job, instance) (rate({metric}{_s(*matchers)}[$__rate_interval]))"
+    def rate(self, metric: str, by: str, *matchers: str) -> str:
+        return (f"sum by ({self.scope.by(by)}) "
+                f"(rate({metric}{self.s(*matchers)}[$__rate_interval]))")
+
+    def rate_total(self, metric: str, *matchers: str) -> str:
+        return f"sum by ({self.scope.by()}) (rate({metric}{self.s(*matchers)}[$__rate_interval]))"
+
+    def per_request_total(self, metric: str) -> str:
+        """Since the generation started: counter / finished requests, per generation."""
+        by = self.scope.by("generation")
+        return (f"sum by ({by}) ({metric}{self.S})\n/\n"
+                f"(sum by ({by}) ({REQUESTS}{self.S}) > 0)")
+
+    def per_request_rate(self, metric: str) -> str:
+        """Over the rate interval: counter rate / finished-request rate."""
+        return f"{self.rate_total(metric)}\n/\n({self.rate_total(REQUESTS)} > 0)"
 
 
 def build(settings: Settings) -> db.Dashboard:
+    scope = Scope(settings.cluster_label)
+    o = _Queries(scope)
+    S, _rate, _rate_total = o.S, o.rate, o.rate_total
     headroom = settings.page_headroom_ratio
     pct = f"{headroom:.0%}"
     d = (base_dashboard(
@@ -50,14 +73,15 @@ def build(settings: Settings) -> db.Dashboard:
         "is reused. The evidence for an allocator change is row pressure while pages sit free.",
         ["offload"])
         .with_variable(datasource_variable())
-        .with_variable(job_variable("helios_offload_slab_capacity"))
-        .with_variable(instance_variable("helios_offload_slab_capacity", multi=True))
-        .with_variable(query_variable(
-            "generation", "Generation",
-            'helios_monitoring_generation_info{job=~"$job", instance=~"$instance"}', multi=True,
+        .with_variable(scope.cluster_variable("helios_offload_slab_capacity"))
+        .with_variable(scope.job_variable("helios_offload_slab_capacity"))
+        .with_variable(scope.instance_variable("helios_offload_slab_capacity", multi=True))
+        .with_variable(scope.variable(
+            "generation", "Generation", "helios_monitoring_generation_info", multi=True,
+            matchers=['job=~"$job"', 'instance=~"$instance"'],
             description="Engine incarnation; counters restart from 0 with every generation."))
-        .annotation(generation_annotation())
-        .annotation(restore_window_annotation(settings.window_memory)))
+        .annotation(scope.generation_annotation())
+        .annotation(scope.restore_window_annotation(settings.window_memory)))
     grid = Layout(d)
 
     grid.row("Now")
@@ -78,15 +102,17 @@ def build(settings: Settings) -> db.Dashboard:
         f"0 and rising = rows are the bottleneck while pages idle: evidence for giving rows a "
         f"larger share of the budget (HeliosOffloadRowPressureWithPageHeadroom).",
         units.Short,
-        q(f"sum by (job, instance, generation) "
+        q(f"sum by ({scope.by('generation')}) "
           f"(helios_offload_row_pressure_with_page_headroom_total{S})",
           "{{instance}} {{generation}}", instant=True),
         thresholds=steps((None, "green"), (1, "orange"))), 6, 5)
     grid.add(stat_panel(
         "Lookup hit ratio",
         "Share of prefix lookups that found a usable checkpoint in the host tier, over the rate "
-        "interval. Low with many key_mismatch or no_prefix misses is a traffic property; low "
-        "with many 'evicted' misses means the tier is too small for the working set.",
+        "interval. Low with many no_prefix misses (nothing was ever stored for those prefixes "
+        "under this key) or key_mismatch misses (stored under another checkpoint key) is a "
+        "property of the traffic; low with many 'evicted' misses (stored, then retired for "
+        "capacity) means the tier is too small for the working set.",
         units.PercentUnit,
         q(f"{_rate_total('helios_offload_lookup_hits_total')}\n/\n"
           f"({_rate_total('helios_offload_lookups_total')} > 0)", "{{instance}}", instant=True),
@@ -179,10 +205,13 @@ def build(settings: Settings) -> db.Dashboard:
         min_val=0), 8, 8)
     grid.add(ts_panel(
         "Misses by reason",
-        "Lookup misses per second by reason: no_prefix (nothing stored), key_mismatch (stored "
-        "under another checkpoint/model key), no_checkpoint, not_durable (store not finished), "
-        "evicted (the checkpoint lost its row), too_short, other. 'evicted' growing = the tier "
-        "is too small; key_mismatch = clients mix models or checkpoints.",
+        "Lookup misses per second by reason: no_prefix (nothing was stored for that prefix under "
+        "this key: first sight, or an order the tier never saw), evicted (it was stored and "
+        "later retired for capacity), key_mismatch (stored under another checkpoint key), "
+        "no_checkpoint, not_durable (store not finished), too_short, other. These separate the "
+        "three explanations of missing reuse: growing 'evicted' = capacity (the tier is too "
+        "small for the working set); key_mismatch = incompatible keys (clients mix models or "
+        "checkpoints); no_prefix = order or first sight, not capacity.",
         units.OpsPerSecond,
         q(_rate("helios_offload_lookup_misses_total", "reason"), "{{reason}} {{instance}}"),
         stacked=True), 8, 8)
@@ -214,4 +243,28 @@ def build(settings: Settings) -> db.Dashboard:
         units.Short,
         q(f"helios_offload_resident_records{S}", "{{instance}} {{generation}}"),
         min_val=0), 12, 7)
+
+    grid.row("Per request")
+    refs = "ABC"
+    grid.add(stat_panel(
+        "Per request, this generation",
+        "Prompt tokens reused, host stores and host tokens restored per finished request since "
+        "the generation started (counter / helios_engine_native_e2e_request_latency_seconds_count): "
+        "the figures an experiment's control block quotes, e.g. 9 prompt tokens reused, 3 host "
+        "stores and 0 host tokens restored per request. Stores per request with no tokens "
+        "restored = the host tier is written but never read back; several stores per request do "
+        "not make several useful endpoints.",
+        units.Short,
+        *(q(o.per_request_total(metric), f"{legend} {{{{instance}}}} {{{{generation}}}}",
+            instant=True, ref=ref) for ref, (metric, legend) in zip(refs, PER_REQUEST, strict=True)),
+        text_mode="value_and_name", color="none", no_value="no finished requests"), 12, 6)
+    grid.add(ts_panel(
+        "Per request over time",
+        "The same three ratios over the rate interval (counter rate / finished-request rate): "
+        "how reuse per request changes during a run, e.g. a forward replay against a reverse "
+        "one. Empty while no request finishes.",
+        units.Short,
+        *(q(o.per_request_rate(metric), f"{legend} {{{{instance}}}}", ref=ref)
+          for ref, (metric, legend) in zip(refs, PER_REQUEST, strict=True)),
+        min_val=0, no_value="no finished requests"), 12, 6)
     return d

@@ -9,15 +9,11 @@ from dashboards.lib import (
     PASS_FAIL,
     UP_DOWN,
     Layout,
+    Scope,
     Settings,
     base_dashboard,
     datasource_variable,
-    generation_annotation,
-    instance_variable,
-    job_variable,
     q,
-    restore_window_annotation,
-    sel,
     stat_panel,
     states,
     steps,
@@ -30,17 +26,19 @@ UID = "helios-restore"
 FILE = "helios-restore.json"
 
 
-def _time_left(bound: str, memory: str) -> str:
+def _time_left(s: Scope, bound: str, memory: str) -> str:
     # The same expression as the recording rule helios:restore_deadline_time_left:seconds, but
-    # on the dashboard's job/instance: the last deadline Prometheus saw, only while the last
-    # window state it saw is open, so it keeps counting down when the sidecar is unreachable.
-    deadline = sel(f'bound="{bound}"')
+    # on the dashboard's cluster/job/instance: the last deadline Prometheus saw, only while the
+    # last window state it saw is open, so it keeps counting down when the sidecar is unreachable.
+    deadline = s.sel(f'bound="{bound}"')
     return (f"(last_over_time(helios_restore_deadline_timestamp_seconds{deadline}[{memory}]) - time())\n"
-            f"and on (job, instance)\n"
-            f"(last_over_time(helios_restore_window_open{sel()}[{memory}]) == 1)")
+            f"and on ({s.by()})\n"
+            f"(last_over_time(helios_restore_window_open{s.sel()}[{memory}]) == 1)")
 
 
 def build(settings: Settings) -> db.Dashboard:
+    s = Scope(settings.cluster_label)
+    sel = s.sel
     mem = settings.window_memory
     margin = settings.at_risk_margin_s
     countdown = steps((None, "red"), (0, "orange"), (margin, "green"))
@@ -50,10 +48,11 @@ def build(settings: Settings) -> db.Dashboard:
         "requests, post-restore checks, generations and the sidecar's own health.",
         ["restore", "on-call"])
         .with_variable(datasource_variable())
-        .with_variable(job_variable("helios_restore_window_open"))
-        .with_variable(instance_variable("helios_restore_window_open", multi=False))
-        .annotation(restore_window_annotation(mem))
-        .annotation(generation_annotation()))
+        .with_variable(s.cluster_variable("helios_restore_window_open"))
+        .with_variable(s.job_variable("helios_restore_window_open"))
+        .with_variable(s.instance_variable("helios_restore_window_open", multi=False))
+        .annotation(s.restore_window_annotation(mem))
+        .annotation(s.generation_annotation()))
     grid = Layout(d)
 
     grid.row("Now")
@@ -81,7 +80,7 @@ def build(settings: Settings) -> db.Dashboard:
         "cutoff, 70 min by default). By then in-flight requests must be 0; negative means the "
         "cutoff passed (HeliosRequestCutoffBreached fires if requests are still in flight: "
         "stop the remaining requests or escalate). Empty when no window is open.",
-        units.Seconds, q(_time_left("request_cutoff", mem), "request cutoff", instant=True),
+        units.Seconds, q(_time_left(s, "request_cutoff", mem), "request cutoff", instant=True),
         thresholds=countdown, no_value="no window open"), 4, 5)
     grid.add(stat_panel(
         "Time to restore deadline",
@@ -89,7 +88,7 @@ def build(settings: Settings) -> db.Dashboard:
         "90 min by default). Orange inside the at-risk margin (HeliosRestoreBoundAtRisk), red "
         "once passed (HeliosRestoreBoundBreached): escalate and decide whether to restore into "
         "a new container. Keeps counting from the last values seen when the sidecar is gone.",
-        units.Seconds, q(_time_left("restore", mem), "restore deadline", instant=True),
+        units.Seconds, q(_time_left(s, "restore", mem), "restore deadline", instant=True),
         thresholds=countdown, no_value="no window open"), 4, 5)
     grid.add(stat_panel(
         "In-flight requests",
@@ -98,7 +97,7 @@ def build(settings: Settings) -> db.Dashboard:
         "drained_admission check to pass; if it stays above 0 while draining, find the stuck "
         "requests.",
         units.Short,
-        q(f"sum by (job, instance) (helios_engine_inflight_requests{sel()})", "in flight",
+        q(f"sum by ({s.by()}) (helios_engine_inflight_requests{sel()})", "in flight",
           instant=True),
         thresholds=steps((None, "green"), (1, "orange")),
         no_value="unknown: see Sidecar scrape"), 4, 5)
@@ -125,7 +124,7 @@ def build(settings: Settings) -> db.Dashboard:
         "Compare with the restore bound.",
         units.Seconds,
         q(f"(time() - last_over_time(helios_restore_window_start_timestamp_seconds{sel()}[{mem}]))\n"
-          f"and on (job, instance)\n(last_over_time(helios_restore_window_open{sel()}[{mem}]) == 1)",
+          f"and on ({s.by()})\n(last_over_time(helios_restore_window_open{sel()}[{mem}]) == 1)",
           "elapsed", instant=True),
         no_value="no window open"), 4, 5)
     grid.add(ts_panel(
@@ -134,15 +133,15 @@ def build(settings: Settings) -> db.Dashboard:
         "over time. The line should reach the restore's end well above 0; a line crossing 0 is "
         "a breached deadline.",
         units.Seconds,
-        q(_time_left("request_cutoff", mem), "request cutoff", ref="A"),
-        q(_time_left("restore", mem), "restore deadline", ref="B"),
+        q(_time_left(s, "request_cutoff", mem), "request cutoff", ref="A"),
+        q(_time_left(s, "restore", mem), "restore deadline", ref="B"),
         thresholds=countdown, no_value="no window open"), 8, 5)
     grid.add(ts_panel(
         "In-flight requests over time",
         "Requests in flight per engine generation. During a drain it must fall to 0; the restored "
         "generation starts again from 0.",
         units.Short,
-        q(f"sum by (job, instance, generation) (helios_engine_inflight_requests{sel()})",
+        q(f"sum by ({s.by('generation')}) (helios_engine_inflight_requests{sel()})",
           "{{generation}}"),
         min_val=0), 8, 5)
     grid.add(timeline_panel(
@@ -191,7 +190,7 @@ def build(settings: Settings) -> db.Dashboard:
         "and container are the ones you expected.",
         units.DatetimeISO,
         q(f"helios_monitoring_generation_start_timestamp_seconds{sel()} * 1000\n"
-          f"* on (job, instance, generation) group_left (image_digest, container_id, package, "
+          f"* on ({s.by('generation')}) group_left (image_digest, container_id, package, "
           f"checkpoint)\nhelios_monitoring_generation_info{sel()}",
           "", instant=True, table_format=True),
         rename={"Value": "started"}, no_value="engine never seen"), 24, 5)
@@ -215,7 +214,7 @@ def build(settings: Settings) -> db.Dashboard:
         "schema, too_large, hung, ...). Persistent errors outside a window fire "
         "HeliosEngineSnapshotFailing: the reason names what to fix.",
         units.CountsPerSecond,
-        q(f"sum by (job, instance, source, reason) "
+        q(f"sum by ({s.by('source', 'reason')}) "
           f"(rate(helios_exporter_source_errors_total{sel()}[$__rate_interval]))",
           "{{source}} {{reason}}"),
         min_val=0, no_value="no errors"), 6, 6)

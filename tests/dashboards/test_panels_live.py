@@ -10,10 +10,15 @@ One stack serves the whole module (about 40 s):
 - engine B plays `reverse-replay` (row pressure while pages sit free); its sidecar reads GPUs from
   the fake NVML library of tests/gpu (compiled here), whose UUIDs are set to engine B's ranks.
   The offload and GPU dashboards are queried on it.
+- Two clusters, as a global view (Thanos, Mimir) sees them: both sidecars are scraped with
+  cluster="east"; sidecar B is scraped a second time with cluster="west" under sidecar A's
+  instance name. So one job and instance exist in two clusters with different data, and every
+  panel must keep them apart.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -25,11 +30,12 @@ import httpx
 import pytest
 
 from tests.dashboards.promql import ROOT, Target, substitute, targets, variable_query_expr
-from tests.e2e.procs import Proc, Stack, free_port, http_ok, query, wait_for
+from tests.e2e.procs import Proc, Stack, free_port, http_ok, need, query, wait_for
 
 pytestmark = pytest.mark.e2e
 
 JOB = "helios-exporter"
+EAST, WEST = "east", "west"  # the cluster label of the two clusters
 SCRAPE_INTERVAL_S = 1  # Stack.prometheus: 1 s scrape and evaluation interval
 # Grafana: $__rate_interval = max($__interval + scrape interval, 4 x scrape interval).
 RATE_INTERVAL = f"{4 * SCRAPE_INTERVAL_S}s"
@@ -84,7 +90,7 @@ def label_values(prom: str, selector: str, label: str, start: float, end: float)
 
 
 def grafana_values(instance: str, start: float, end: float, **extra: str) -> dict[str, str]:
-    return {"job": JOB, "instance": instance, "__rate_interval": RATE_INTERVAL,
+    return {"cluster": EAST, "job": JOB, "instance": instance, "__rate_interval": RATE_INTERVAL,
             "__interval": f"{SCRAPE_INTERVAL_S}s", "__range": f"{int(end - start)}s", **extra}
 
 
@@ -154,6 +160,29 @@ def nvml_sidecar(stack: Stack, engine_url: str, library: Path, config: Path) -> 
     return proc, url
 
 
+def two_cluster_prometheus(stack: Stack, a: str, b: str, rules: list[Path]) -> tuple[Proc, str]:
+    """A real Prometheus scraping sidecars A and B as cluster east, and B again as cluster west
+    under A's instance name (the static `instance` label wins over the address)."""
+    port = free_port()
+    config = {
+        "global": {"scrape_interval": f"{SCRAPE_INTERVAL_S}s",
+                   "evaluation_interval": f"{SCRAPE_INTERVAL_S}s"},
+        "rule_files": [str(r) for r in rules],
+        "scrape_configs": [{"job_name": JOB, "static_configs": [
+            {"targets": [a, b], "labels": {"cluster": EAST}},
+            {"targets": [b], "labels": {"cluster": WEST, "instance": a}},
+        ]}],
+    }
+    path = stack.tmp / f"prometheus-{port}.yml"
+    path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
+    proc = stack.start("prometheus", [
+        need("prometheus"), f"--config.file={path}", f"--storage.tsdb.path={stack.tmp / 'prom'}",
+        f"--web.listen-address=127.0.0.1:{port}"])
+    url = f"http://127.0.0.1:{port}"
+    wait_for(lambda: http_ok(url + "/-/ready"), 60, "prometheus ready", proc)
+    return proc, url
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     tmp = tmp_path_factory.mktemp("dashboards-live")
@@ -180,22 +209,24 @@ def play(stack: Stack, tmp: Path) -> Live:
                                                  name="sidecar-offload")
     a, b = (u.removeprefix("http://") for u in (sidecar_a_url, sidecar_b_url))
     rules = sorted((ROOT / "alerts").glob("helios-*.yaml"))
-    prom_proc, prom = stack.prometheus([a, b], rule_files=rules)
+    prom_proc, prom = two_cluster_prometheus(stack, a, b, rules)
     live = Live(prom, a, b, time.time(), gpu_skip=gpu_skip,
                 logs=[engine_a, sidecar_a, engine_b, sidecar_b, prom_proc])
     wait_for(lambda: query(prom, f'up{{instance="{b}"}} == 1'), 20, "first scrapes", prom_proc)
+    wait_for(lambda: query(prom, f'up{{cluster="{WEST}"}} == 1'), 20, "west scraped", prom_proc)
 
-    incumbent = wait_for(lambda: query(prom, f'helios_monitoring_generation_info{{instance="{a}"}}'),
+    east_a = f'cluster="{EAST}", instance="{a}"'  # sidecar A (west has another under its name)
+    incumbent = wait_for(lambda: query(prom, f"helios_monitoring_generation_info{{{east_a}}}"),
                          20, "engine A's generation", sidecar_a)
     live.incumbent = incumbent[0]["metric"]["generation"]
-    wait_for(lambda: query(prom, f'helios_restore_phase{{instance="{a}", phase="down"}} == 1'),
+    wait_for(lambda: query(prom, f'helios_restore_phase{{{east_a}, phase="down"}} == 1'),
              60, "engine A down with the window open", sidecar_a)
     time.sleep(3)  # a few scrapes of the down phase: error rates, countdowns
     live.window_at = time.time() - 0.5
-    assert instant(prom, f'helios_restore_window_open{{instance="{a}"}} == 1', live.window_at), \
+    assert instant(prom, f"helios_restore_window_open{{{east_a}}} == 1", live.window_at), \
         live.tails()
 
-    wait_for(lambda: query(prom, f'helios_restore_check_ok{{instance="{a}"}}'), 60,
+    wait_for(lambda: query(prom, f"helios_restore_check_ok{{{east_a}}}"), 60,
              "the post-restore checks after the window closed", sidecar_a)
     time.sleep(1.5)
     live.closed_at = time.time() - 0.5
@@ -281,10 +312,38 @@ def test_variables_have_values(live: Live, dashboards: dict[str, Any]) -> None:
     for name, dashboard in dashboards.items():
         if name == "helios-gpu.json" and live.gpu_skip:
             continue
-        values = {"job": JOB, "instance": instances.get(name, live.offload_instance)}
+        values = {"cluster": EAST, "job": JOB, "instance": instances.get(name, live.offload_instance)}
         for variable in dashboard["templating"]["list"]:
             if variable["type"] != "query":
                 continue
             selector = substitute(variable_query_expr(variable["query"]), values)
             found = label_values(live.prom, selector, variable["name"], live.start, live.closed_at)
             assert found, f"{name}: variable {variable['name']} has no value"
+
+
+def test_clusters_with_the_same_instance_stay_apart(live: Live, dashboards: dict[str, Any]) -> None:
+    """Sidecar A's instance exists in both clusters (east: the restore engine, west: the offload
+    engine). Every panel, annotation and variable query for that instance answers (no
+    many-to-many join error), every series it returns carries the cluster label, and choosing
+    one cluster returns only that cluster's series."""
+    seen: set[str] = set()
+    checked = 0
+    for dashboard in dashboards.values():
+        for at in (live.window_at, live.closed_at):
+            for cluster in (".*", EAST, WEST):
+                values = grafana_values(live.restore_instance, live.start, at, cluster=cluster,
+                                        generation=".*", gpu=".*")
+                for target in targets(dashboard):
+                    series = run_target(live, target, values, at)
+                    clusters = {s["metric"].get("cluster") for s in series}
+                    checked += 1
+                    assert None not in clusters, f"{target.name}: an aggregation dropped the cluster"
+                    if cluster != ".*":
+                        assert clusters <= {cluster}, f"{target.name}: {clusters} for {cluster}"
+                    seen |= clusters  # type: ignore[arg-type]
+                for variable in dashboard["templating"]["list"]:
+                    if variable["type"] == "query" and variable["name"] != "cluster":
+                        selector = substitute(variable_query_expr(variable["query"]), values)
+                        label_values(live.prom, selector, variable["name"], live.start, at)
+        assert checked
+    assert seen == {EAST, WEST}, "both clusters answer for the shared instance"

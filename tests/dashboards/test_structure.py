@@ -25,16 +25,16 @@ from tests.dashboards.promql import (
 UIDS = {"helios-restore.json": "helios-restore", "helios-offload.json": "helios-offload",
         "helios-gpu.json": "helios-gpu"}
 VARIABLES = {
-    "helios-restore.json": ["datasource", "job", "instance"],
-    "helios-offload.json": ["datasource", "job", "instance", "generation"],
-    "helios-gpu.json": ["datasource", "job", "instance", "gpu"],
+    "helios-restore.json": ["datasource", "cluster", "job", "instance"],
+    "helios-offload.json": ["datasource", "cluster", "job", "instance", "generation"],
+    "helios-gpu.json": ["datasource", "cluster", "job", "instance", "gpu"],
 }
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 GRAFANA_UNITS = frozenset(v for v in vars(sdk_units).values() if isinstance(v, str))
 RATE_FUNCTIONS = re.compile(r"\b(rate|irate|increase|delta|idelta|deriv)\s*\(")
 
 # What Grafana would put in for the variables when checking that the PromQL parses.
-SAMPLE_VALUES = {"job": "helios-exporter", "instance": "127.0.0.1:9400", "generation": ".*",
+SAMPLE_VALUES = {"cluster": ".*", "job": "helios-exporter", "instance": "127.0.0.1:9400", "generation": ".*",
                  "gpu": ".*", "datasource": "prometheus", "__rate_interval": "1m",
                  "__interval": "15s", "__range": "3h"}
 
