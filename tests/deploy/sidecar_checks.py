@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import kubernetes_validate
+from kubernetes_validate.utils import latest_version
+
 from exporter import config as cfg
 
 from .conftest import ROOT, check_serve_config, find, sidecar_environment
@@ -16,6 +19,25 @@ METRICS_PORT = "helios-metrics"
 INJECT_LABEL = "helios-exporter.io/inject"
 INJECTED_LABEL = "helios-exporter.io/injected"
 STATE_VOLUME = "helios-exporter-state"
+
+# Oldest Kubernetes we claim (features used: seccompProfile, fsGroupChangePolicy, named ports in
+# NetworkPolicy, kubernetes.io/metadata.name) and the newest schemas kubernetes-validate ships.
+KUBE_VERSIONS = ("1.29", latest_version())
+CRD_KINDS = {"PodMonitor", "PrometheusRule"}
+
+
+def validate_all(objects: list[dict[str, Any]], version: str) -> list[str]:
+    """Strict schema errors of every core object, as 'Kind/name: path: message'."""
+    errors = []
+    for obj in objects:
+        if obj["kind"] in CRD_KINDS:
+            continue
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            path = ".".join(str(p) for p in exc.path)
+            errors.append(f"{obj['kind']}/{obj['metadata']['name']}: {path}: {exc.message}")
+    return errors
 
 
 def default_port() -> int:

@@ -20,6 +20,7 @@ from .conftest import INJECTION, alert_job, find, kustomize, load_docs, pod_targ
 from .sidecar_checks import (
     INJECT_LABEL,
     INJECTED_LABEL,
+    KUBE_VERSIONS,
     METRICS_PORT,
     SIDECAR,
     STATE_VOLUME,
@@ -27,8 +28,8 @@ from .sidecar_checks import (
     default_port,
     pod_spec,
     state_claim,
+    validate_all,
 )
-from .test_kubernetes import KUBE_VERSIONS, validate_all
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
 NAMESPACE = "inference"

@@ -8,28 +8,26 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
 import yaml
-from kubernetes_validate.utils import latest_version
 
 from .conftest import KUBE, alert_job, find, kustomization, load_docs, pod_target, podmonitor_targets
 from .sidecar_checks import (
+    CRD_KINDS,
     INJECT_LABEL,
+    KUBE_VERSIONS,
     METRICS_PORT,
     STATE_VOLUME,
     check_sidecar,
     default_port,
     pod_spec,
     state_claim,
+    validate_all,
 )
 
-# Oldest Kubernetes we claim (features used: seccompProfile, fsGroupChangePolicy, named ports in
-# NetworkPolicy, kubernetes.io/metadata.name) and the newest schemas kubernetes-validate ships.
-KUBE_VERSIONS = ("1.29", latest_version())
-CRD_KINDS = {"PodMonitor", "PrometheusRule"}
 CORE_KINDS = {"Namespace", "Deployment", "Secret", "ConfigMap", "NetworkPolicy",
               "PersistentVolumeClaim"}
+
 ENGINE = "engine"
 
 
@@ -39,20 +37,6 @@ def _id(obj: dict[str, Any]) -> str:
 
 def _matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
-
-
-def validate_all(objects: list[dict[str, Any]], version: str) -> list[str]:
-    """Strict schema errors of every core object, as 'Kind/name: path: message'."""
-    errors = []
-    for obj in objects:
-        if obj["kind"] in CRD_KINDS:
-            continue
-        try:
-            kubernetes_validate.validate(obj, version, strict=True)
-        except kubernetes_validate.ValidationError as exc:
-            path = ".".join(str(p) for p in exc.path)
-            errors.append(f"{_id(obj)}: {path}: {exc.message}")
-    return errors
 
 
 @pytest.fixture(scope="module")
