@@ -41,7 +41,7 @@ HEADER = (
 
 SEVERITIES = ("critical", "warning", "info")
 
-# Alert names, in output order. The first ten are fixed by CONTRACT.md section 5;
+# Alert names, in output order. The first ten are fixed by docs/interface.md section 5;
 # HeliosRestoreWindowOpen is an extra info alert: the Alertmanager inhibition source that keeps
 # HeliosExporterDown quiet during a planned outage until the restore deadline.
 ALERT_NAMES = (
@@ -58,7 +58,7 @@ ALERT_NAMES = (
     "HeliosGpuPowerAtLimit",
 )
 
-# What a failing post-restore check means (CONTRACT.md section 6), shown in the description.
+# What a failing post-restore check means (docs/interface.md section 6), shown in the description.
 CHECK_MEANINGS = {
     "image": "the restored engine runs a different image digest than the incumbent",
     "container": (
@@ -513,7 +513,7 @@ def alerts(c: Config) -> list[Alert]:
             ),
             meaning=(
                 "last seen window state is open and the last seen `restore` deadline has not "
-                f"passed (value: window start); memory {mem}. Extra to the contract: the "
+                f"passed (value: window start); memory {mem}. Not a fixed alert of docs/interface.md: the "
                 "inhibition source for HeliosExporterDown"
             ),
         ),

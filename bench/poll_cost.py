@@ -3,8 +3,8 @@
     .venv/bin/python bench/poll_cost.py [--cycles 500] [--steady-seconds 60] [--json PATH]
 
 1. In process: `tests.helpers.make_sidecar` with a `StubEngine` (httpx MockTransport) serving the
-   contract's example snapshot (tests/fixtures/snapshots/contract_example.json) and the real SGLang
-   /metrics; `time.process_time()` around each `await poller.cycle()` (the CPU of every thread of
+   example snapshot of docs/interface.md (tests/fixtures/snapshots/contract_example.json) and the
+   real SGLang /metrics; `time.process_time()` around each `await poller.cycle()` (the CPU of every thread of
    this process: the event loop, the parse threads and the host source's psutil thread), after a
    warm-up. Beside it, for the analysis, the same clock around the cycle's parts called alone
    (snapshot parse + schema validation, pass-through parse, host source poll) and around one

@@ -189,7 +189,7 @@ def poll_cost(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | None]
     lines += [f"| not in the cycle: one uncached /metrics render | {ms(r['median_ms'])} "
               f"| {ms(r['p99_ms'])} | {ms(r['min_ms'])} | {ms(r['max_ms'])} |", ""]
     ok = cpu["median_ms"] < GOALS["cycle_cpu_ms"]
-    goals.append(("poll cycle CPU (contract snapshot + SGLang /metrics)",
+    goals.append(("poll cycle CPU (example snapshot + SGLang /metrics)",
                   f"< {GOALS['cycle_cpu_ms']:g} ms", f"median {ms(cpu['median_ms'])}, p99 "
                   f"{ms(cpu['p99_ms'])}", ok))
     validation = c["parts_cpu"].get("snapshot: jsonschema validation (shipped validator)")

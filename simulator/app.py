@@ -1,4 +1,4 @@
-"""HTTP face of the simulated engine: CONTRACT section 1 plus ``/admin/`` endpoints for outages.
+"""HTTP face of the simulated engine: docs/interface.md section 1 plus ``/admin/`` endpoints for outages.
 
 While the engine is down (``POST /admin/crash``) every endpoint outside ``/admin/`` answers 503
 without a snapshot, as a stopped container behind a proxy would; ``POST /admin/restart`` brings a

@@ -253,7 +253,7 @@ class SimulatedEngine:
     # -- snapshot ---------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """CONTRACT section 1, schema_version 1."""
+        """docs/interface.md section 1, schema_version 1."""
         pool = self.pool
         return {
             "schema_version": 1,

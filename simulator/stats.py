@@ -44,7 +44,7 @@ class TierStats:
     host_stores: int = 0
     tokens_restored: int = 0
     prompt_tokens_reused: int = 0
-    # Not in the contract's snapshot: stores dropped because no record could be freed.
+    # Not in the snapshot of docs/interface.md section 1: stores dropped because no record could be freed.
     store_failures: int = 0
 
     def evictions(self, pressure: Pressure) -> EvictionStats:

@@ -1,4 +1,4 @@
-"""The restore window as a pure state machine (CONTRACT section 6).
+"""The restore window as a pure state machine (docs/interface.md section 6).
 
 `step(state, input, config)` returns the next `RestoreState`; it reads no clock and does no I/O,
 so every transition is unit-tested with plain numbers and the poller persists whatever comes out.
@@ -220,7 +220,7 @@ def _on_event(state: RestoreState, ev: Event, bounds: Bounds) -> RestoreState:
         return _close(state, window, ev.at, bounds, window.restored)
     if ev.kind == "restore_started":
         # Only drain_started, a draining/closed engine or unreachability open a window
-        # (CONTRACT section 6); restore_started marks progress inside one.
+        # (docs/interface.md section 6); restore_started marks progress inside one.
         if window is None:
             return state
         phase: Phase = "restoring" if state.phase == "down" else state.phase

@@ -1,4 +1,4 @@
-"""The generated rule files: promtool check/test, contract names, annotations, runbooks."""
+"""The generated rule files: promtool check/test, fixed names, annotations, runbooks."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-# CONTRACT.md section 5: fixed names and severities.
+# docs/interface.md section 5: fixed names and severities.
 CONTRACT_ALERTS = {
     "HeliosRequestCutoffBreached": "critical",
     "HeliosRestoreBoundAtRisk": "warning",
@@ -24,7 +24,7 @@ CONTRACT_ALERTS = {
     "HeliosGpuLost": "critical",
     "HeliosGpuPowerAtLimit": "warning",
 }
-# Extra alerts beyond the contract, each with a reason in docs/alerts.md.
+# Extra alerts beyond docs/interface.md section 5, each with a reason in docs/alerts.md.
 EXTRA_ALERTS = {"HeliosRestoreWindowOpen": "info"}
 
 RESTORE_ALERTS = (
@@ -34,7 +34,7 @@ RESTORE_ALERTS = (
     "HeliosRestoreCheckFailed",
     "HeliosRestoreWindowOpen",
 )
-# CONTRACT.md section 5: the only inputs of the restore alerts.
+# docs/interface.md section 5: the only inputs of the restore alerts.
 RESTORE_INPUTS = {
     "helios_restore_window_open",
     "helios_restore_window_start_timestamp_seconds",

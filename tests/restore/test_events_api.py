@@ -220,7 +220,7 @@ def test_invalid_json_is_422_without_echo(env: Env, raw: bytes) -> None:
 
 
 def test_ids_with_spaces_and_unknown_fields_are_accepted(env: Env) -> None:
-    # CONTRACT section 6: an id is any unique 1-64 characters; unknown fields are ignored.
+    # docs/interface.md section 6: an id is any unique 1-64 characters; unknown fields are ignored.
     resp = env.post({"id": "restore #3 (db-7)", "event": "drain_started", "by": "tool"}, AUTH)
     assert resp.status_code == 200 and resp.json()["accepted"] is True
     assert env.poller.restore.state.event_ids == ("restore #3 (db-7)",)

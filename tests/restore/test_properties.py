@@ -96,7 +96,7 @@ def test_window_start_and_opening_causes(t0: float, seq: list, bounds: Bounds) -
         if was is not None and now_open is not None:
             assert now_open.start == was.start and now_open.cause == was.cause
         if was is None and now_open is not None:
-            # A window opens only for one of the contract's causes, at the right start.
+            # A window opens only for a cause of docs/interface.md section 6.1, at the right start.
             if isinstance(inp, Event):
                 assert inp.kind in ("drain_started", "restore_started")
                 assert now_open.start == inp.at and now_open.cause == "event"

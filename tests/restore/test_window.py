@@ -1,4 +1,4 @@
-"""Every transition of the restore window (CONTRACT section 6) with plain timestamps.
+"""Every transition of the restore window (docs/interface.md section 6) with plain timestamps.
 
 Bounds used throughout: request cutoff 100 s, restore bound 200 s, down grace 10 s.
 """
@@ -62,7 +62,7 @@ def test_opens_on_drain_started_event() -> None:
 
 
 def test_restore_started_without_window_opens_nothing() -> None:
-    # CONTRACT section 6 lists what opens a window; restore_started is not among them.
+    # docs/interface.md section 6 lists what opens a window; restore_started is not among them.
     s = step(serving(), event(40, "restore_started", "r1"), BOUNDS)
     assert s.window is None and s.phase == "serving" and s.event_ids == ("r1",)
 

@@ -19,7 +19,7 @@ from simulator.metrics import MAX_REQUEST_SERIES
 
 SCHEMA = Path(__file__).resolve().parents[2] / "exporter" / "schema" / "snapshot-v1.schema.json"
 
-# CONTRACT section 1, the example snapshot's shape (misses keys are free text).
+# docs/interface.md section 1, the example snapshot's shape (misses keys are free text).
 CONTRACT_SHAPE: dict[str, Any] = {
     "schema_version": int, "generation": str, "started_at": float,
     "identity": {"image_digest": str, "container_id": str, "package": str, "checkpoint": str},
