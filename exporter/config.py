@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from exporter.logs import FORMATS as LOG_FORMATS
+from exporter.logs import LEVELS as LOG_LEVELS
+
 ENV_PREFIX = "HELIOS_EXPORTER_"
 
 
@@ -78,7 +81,8 @@ OPTIONS: tuple[Option, ...] = (
            "Engine process name to look for when no pid file is given (host source)."),
     Option("--max-series-per-family", "int", 200,
            "Cardinality guard: most series exported per engine pass-through family."),
-    Option("--log-format", "str", "auto", "auto (console on a terminal, else JSON), json or console.",
+    Option("--log-format", "str", "auto", "auto (console on a terminal, else JSON), json, logfmt or "
+           "console; every line on stderr, library logs included, is in this format.",
            ("serve", "check")),
     Option("--log-level", "str", "info", "debug, info, warning or error.", ("serve", "check")),
 )
@@ -214,10 +218,10 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
         errors.append(f"--down-grace: must be 0 or more, got {v['down_grace']}")
     if v.get("request_cutoff", 0) > v.get("restore_bound", float("inf")):
         errors.append("--request-cutoff: must not be later than --restore-bound")
-    if v.get("log_format", "auto") not in ("auto", "json", "console"):
-        errors.append(f"--log-format: expected auto, json or console, got {v['log_format']!r}")
-    if v.get("log_level", "info") not in ("debug", "info", "warning", "error"):
-        errors.append(f"--log-level: expected debug, info, warning or error, got {v['log_level']!r}")
+    if v.get("log_format", "auto") not in LOG_FORMATS:
+        errors.append(f"--log-format: expected {_one_of(LOG_FORMATS)}, got {v['log_format']!r}")
+    if v.get("log_level", "info") not in LOG_LEVELS:
+        errors.append(f"--log-level: expected {_one_of(LOG_LEVELS)}, got {v['log_level']!r}")
     for key in ("events_token_file", "preflight_auth_file"):
         path = v.get(key)
         if path is None:
@@ -235,6 +239,10 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
             continue
         if key == "events_token_file" and not content.strip():
             errors.append(f"{flag}: {path} is empty (it must hold the bearer token)")
+
+
+def _one_of(values: Sequence[str]) -> str:
+    return ", ".join(values[:-1]) + " or " + values[-1]
 
 
 def markdown_table(options: Sequence[Option] = OPTIONS) -> str:

@@ -114,3 +114,15 @@ def test_valid_token_and_auth_files_load(tmp_path: Path) -> None:
     c = parse(["--engine-url", "http://e:1", "--events-token-file", str(token),
                "--preflight-auth-file", str(auth)])
     assert c.events_token_file == token and c.preflight_auth_file == auth
+
+
+@pytest.mark.parametrize("fmt", ["auto", "json", "logfmt", "console"])
+def test_every_log_format_is_accepted(fmt: str) -> None:
+    assert parse(["--engine-url", "http://e:1", "--log-format", fmt]).log_format == fmt
+
+
+def test_an_unknown_log_format_names_the_choices() -> None:
+    with pytest.raises(cfg.ConfigError) as info:
+        parse(["--engine-url", "http://e:1", "--log-format", "xml"])
+    assert info.value.errors == [
+        "--log-format: expected auto, json, logfmt or console, got 'xml'"]

@@ -1,6 +1,12 @@
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import sys
+import threading
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,12 +16,25 @@ from exporter import logs
 from tests.helpers import StubEngine, make_sidecar
 
 
+@pytest.fixture(autouse=True)
+def _restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """logs.configure changes process-wide state: give it back to pytest after each test."""
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    logs.CONTEXT.clear()
+    yield
+    structlog.reset_defaults()
+    logging.captureWarnings(False)
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logs.CONTEXT.clear()
+
+
 def test_json_lines_carry_generation_and_phase(capsys: pytest.CaptureFixture[str],
                                               tmp_path: Path) -> None:
-    import asyncio
-
-    logs.configure("json", "info")  # binds capsys's stderr: reset below, it closes after the test
-    logs.CONTEXT.clear()
+    logs.configure("json", "info")
     sidecar = make_sidecar(StubEngine(), tmp_path)
 
     async def run() -> None:
@@ -24,14 +43,66 @@ def test_json_lines_carry_generation_and_phase(capsys: pytest.CaptureFixture[str
 
     asyncio.run(run())
     sidecar.close()
-    try:
-        structlog.get_logger("t").info("after_poll", detail=1)
-    finally:
-        structlog.reset_defaults()
+    structlog.get_logger("t").info("after_poll", detail=1)
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.strip()]
     last = lines[-1]
     assert last["event"] == "after_poll"
     assert last["generation"] == "g-20261129T0412Z-7f3a"
     assert last["phase"] == "serving"
     assert last["level"] == "info" and "timestamp" in last
-    logs.CONTEXT.clear()
+
+
+def test_standard_library_records_join_the_json_stream(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.configure("json", "info")
+    logs.CONTEXT["generation"] = "g-1"
+    logging.getLogger("uvicorn.error").warning("Invalid HTTP request received.")
+    logging.getLogger("asyncio").error("Task exception was never retrieved %s", "x")
+    warnings.warn("deprecated thing", DeprecationWarning, stacklevel=1)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        structlog.get_logger("helios_exporter.t").exception("failed")
+    err = capsys.readouterr().err
+    events = [json.loads(line) for line in err.splitlines()]
+    assert [(e["logger"], e["level"], e["event"].strip()) for e in events] == [
+        ("uvicorn.error", "warning", "Invalid HTTP request received."),
+        ("asyncio", "error", "Task exception was never retrieved x"),
+        ("py.warnings", "warning", events[2]["event"].strip()),
+        ("helios_exporter.t", "error", "failed"),
+    ]
+    assert "DeprecationWarning: deprecated thing" in events[2]["event"]
+    assert all(e["generation"] == "g-1" and "timestamp" in e for e in events)
+    assert "ValueError: boom" in events[3]["exception"]
+
+
+def test_logfmt_keeps_one_event_per_line(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.configure("logfmt", "info")
+    note = 'line one\r\nline two\u2028three "quoted" \x1b[31m'
+    structlog.get_logger("helios_exporter.t").info("restore_event", note=note, n=3)
+    logging.getLogger("uvicorn.error").warning("bad\rrequest")
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("timestamp=") and " level=info event=restore_event " in lines[0]
+    assert 'note="line one\\\\x0d\\nline two\\\\u2028three \\"quoted\\" \\\\x1b[31m"' in lines[0]
+    assert "event=bad\\x0drequest" in lines[1] and "logger=uvicorn.error" in lines[1]
+
+
+def test_library_request_lines_only_at_debug() -> None:
+    logs.configure("json", "info")
+    assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    assert logging.getLogger("uvicorn.error").isEnabledFor(logging.INFO)
+    logs.configure("json", "debug")
+    assert logging.getLogger("httpx").isEnabledFor(logging.DEBUG)
+    assert not logging.getLogger("httpcore").isEnabledFor(logging.INFO)
+
+
+def test_an_uncaught_exception_is_one_json_event(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.configure("json", "info")
+    try:
+        raise RuntimeError("crash")
+    except RuntimeError:
+        sys.excepthook(*sys.exc_info())
+    (line,) = capsys.readouterr().err.splitlines()
+    event = json.loads(line)
+    assert event["event"] == "uncaught_exception" and event["level"] == "critical"
+    assert "RuntimeError: crash" in event["exception"]
