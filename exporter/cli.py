@@ -11,6 +11,7 @@ from typing import Any
 
 from exporter import config as cfg
 from exporter import logs
+from exporter.version import DISTRIBUTION, PYTHON_VERSION, VERSION
 
 _ENV_EPILOG = f"Every flag also reads {cfg.ENV_PREFIX}<FLAG> (upper case, dashes as underscores); " \
     "flags given on the command line win."
@@ -115,6 +116,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Prometheus exporter and observability sidecar for Helios inference engines. "
         f"Every flag also reads {cfg.ENV_PREFIX}<FLAG> (upper case, dashes as underscores).",
     )
+    parser.add_argument("--version", action="version",
+                        version=f"{DISTRIBUTION} {VERSION} (Python {PYTHON_VERSION})")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     serve = sub.add_parser("serve", help="run the sidecar", epilog=_ENV_EPILOG)
     cfg.add_arguments(serve, "serve")

@@ -118,3 +118,17 @@ def test_run_reports_config_errors_with_exit_2(capsys: pytest.CaptureFixture[str
     args = parse("check", "--engine-url", "http://e:1", "--timeout", "nan")
     assert cli.run(args) == 2
     assert "--timeout" in capsys.readouterr().err
+
+
+def test_version_names_the_package_and_python() -> None:
+    import platform
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    done = subprocess.run([sys.executable, "-m", "exporter", "--version"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (f"helios-exporter {version('helios-exporter')} "
+                           f"(Python {platform.python_version()})\n")
+    assert done.stderr == ""
