@@ -105,13 +105,11 @@ def _inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _cycles(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any]:
-    import jsonschema
+async def cycle_cost(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any]:
+    """CPU and wall time of `cycles` poll cycles of an in-process sidecar after `warmup` ones,
+    and of the uncached render of /metrics after each (also bench/regression.py's figure)."""
     import structlog
 
-    from exporter import passthrough
-    from exporter.snapshot import _validator, parse_snapshot, schema
-    from exporter.sources.host import HostSource
     from tests.helpers import StubEngine, make_sidecar
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings+
@@ -138,6 +136,22 @@ async def _cycles(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any]:
     finally:
         sidecar.close()
         await sidecar.client.aclose()
+    return {"cycles": cycles, "warmup": warmup, "sources_up": ok, "engine_requests": requests,
+            "cpu": _ms(cpu), "wall": _ms(wall), "render_after_cycle_cpu": _ms(render),
+            "exposition_bytes": len(body), "exposition_samples": exported}
+
+
+async def _cycles(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any]:
+    import jsonschema
+
+    from exporter import passthrough
+    from exporter.snapshot import _validator, parse_snapshot, schema
+    from exporter.sources.host import HostSource
+    from tests.helpers import StubEngine, make_sidecar
+
+    measured = await cycle_cost(cycles, warmup, state_dir)
+    metrics_text = SGLANG.read_text()
+    snapshot = json.loads(SNAPSHOT.read_text())
     body_json = SNAPSHOT.read_bytes()
     host = HostSource(None, None)
     validator = _validator()
@@ -165,10 +179,7 @@ async def _cycles(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any]:
                 "host source poll (psutil)",
                 "both engine GETs through httpx + MockTransport, no parse",
                 "two asyncio.to_thread hand-offs, empty")
-    return {"cycles": cycles, "warmup": warmup, "sources_up": ok, "engine_requests": requests,
-            "cpu": _ms(cpu), "wall": _ms(wall), "render_after_cycle_cpu": _ms(render),
-            "exposition_bytes": len(body), "exposition_samples": exported,
-            "parts_cpu": {name: _ms(v) for name, v in parts.items()},
+    return {**measured, "parts_cpu": {name: _ms(v) for name, v in parts.items()},
             "parts_in_cycle": list(in_cycle), "whatif_cpu": whatif}
 
 

@@ -8,6 +8,7 @@ beside it gives what the same run measured about the cause (CPU shares, the part
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 GOALS = {
     "throughput": 10.0,  # sidecar req/s >= 10 x node-exporter's, per client count
+    "keepalive_p50_ms": 5.0,  # median /metrics answer on one keep-alive connection (Prometheus)
     "ingest_ratio": 5.0,  # full parse / pass-through parse
     "cycle_cpu_ms": 5.0,
     "steady_cpu_share": 0.02,
@@ -102,6 +104,10 @@ def scrape_load(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | Non
         if sc is None or ne is None:
             continue
         ratio = sc["rps"] / ne["rps"] if ne["rps"] else float("inf")
+        if clients == 1:
+            goals.append(("/metrics median, 1 keep-alive connection",
+                          f"< {GOALS['keepalive_p50_ms']:g} ms", f"p50 {ms(sc['p50_ms'])}",
+                          sc["p50_ms"] < GOALS["keepalive_p50_ms"]))
         goals.append((f"/metrics throughput, {clients} clients",
                       f">= {GOALS['throughput']:g}x node-exporter",
                       f"{sc['rps']:,.0f} vs {ne['rps']:,.0f} req/s = {ratio:.1f}x",
@@ -525,10 +531,15 @@ METHOD = """
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
-        print("usage: report.py RESULTS.json", file=sys.stderr)
-        return 2
-    sys.stdout.write(render(json.loads(Path(sys.argv[1]).read_text())))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", type=Path, metavar="RESULTS.json",
+                        help="results.json written by bench/run (bench/suite.py)")
+    args = parser.parse_args()
+    try:
+        results = json.loads(args.results.read_text())
+    except (OSError, ValueError) as exc:
+        parser.error(f"cannot read {args.results}: {exc}")
+    sys.stdout.write(render(results))
     return 0
 
 

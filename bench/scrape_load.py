@@ -1,6 +1,6 @@
 """/metrics under load: the sidecar against Debian's prometheus-node-exporter, same load generator.
 
-    .venv/bin/python bench/scrape_load.py [--duration 15] [--clients 8 50] [--json PATH]
+    .venv/bin/python bench/scrape_load.py [--duration 15] [--clients 1 8 50] [--json PATH]
 
 Starts on 127.0.0.1: the simulated engine (`steady`), the sidecar (`serve --no-nvml
 --poll-interval 1`, so the cached exposition is re-rendered once a second during the load) and
@@ -158,7 +158,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per point")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds of warm-up per target")
-    parser.add_argument("--clients", type=int, nargs="+", default=[8, 50])
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 50],
+                        help="connection counts (1: one keep-alive connection, as Prometheus)")
     parser.add_argument("--json", type=Path, metavar="PATH")
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args()

@@ -45,7 +45,7 @@ def plan(quick: bool, work: Path) -> dict[str, dict[str, Any]]:
     return {
         "scrape_load": {
             "cmd": ["bench/scrape_load.py", "--duration", "5" if q else "15", "--warmup",
-                    "1" if q else "2", "--clients", "8", "50", "--workdir",
+                    "1" if q else "2", "--clients", "1", "8", "50", "--workdir",
                     str(work / "scrape_load")],
             "timeout": 150 if q else 300, "json": out("scrape_load")},
         "ingest": {

@@ -1,0 +1,50 @@
+"""bench/regression.py's judgement (scripts/test runs the benchmark itself): the margins stay an
+order of magnitude wide, and each figure alone can fail it."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def regression() -> Any:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        return importlib.import_module("regression")
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
+def figures(ratio_1: float, ratio_8: float, cycle_ms: float) -> dict[str, Any]:
+    def point(ratio: float) -> dict[str, float]:
+        return {"ratio": ratio, "sidecar_rps": ratio * 150.0, "node_rps": 150.0}
+
+    return {"throughput": {1: point(ratio_1), 8: point(ratio_8)}, "cycle_cpu_median_ms": cycle_ms}
+
+
+def test_the_margins_are_wide_and_below_the_goals(regression: Any) -> None:
+    assert regression.THROUGHPUT_FLOOR * 3 <= regression.GOALS["throughput"]
+    assert regression.CYCLE_FACTOR >= 5
+    assert regression.CLIENTS == (1, 8)  # Prometheus scrapes on one keep-alive connection
+
+
+def test_figures_within_the_margins_pass(regression: Any) -> None:
+    assert regression.judge(figures(30.0, 35.0, 2.8)) == []
+    assert regression.judge(figures(3.0, 3.0, 25.0)) == []
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    ((0.2, 30.0, 2.8), "1 keep-alive connection(s): 0.2x"),  # the lost TCP_NODELAY, measured
+    ((30.0, 1.1, 2.8), "8 keep-alive connection(s): 1.1x"),
+    ((30.0, 30.0, 25.1), "poll cycle CPU median 25.10 ms"),
+])
+def test_each_figure_alone_fails_it(regression: Any, args: tuple[float, float, float],
+                                    needle: str) -> None:
+    (line,) = regression.judge(figures(*args))
+    assert needle in line
