@@ -44,6 +44,10 @@ def pct(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value * 100:.{digits}f}%"
 
 
+def _clients(n: int) -> str:
+    return "1 client" if n == 1 else f"{n} clients"
+
+
 def not_measured(name: str, record: dict[str, Any] | None) -> list[str]:
     if record is None:
         return ["Not measured: the section was not run by this invocation (`--only`, or the run "
@@ -108,27 +112,27 @@ def scrape_load(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | Non
             goals.append(("/metrics median, 1 keep-alive connection",
                           f"< {GOALS['keepalive_p50_ms']:g} ms", f"p50 {ms(sc['p50_ms'])}",
                           sc["p50_ms"] < GOALS["keepalive_p50_ms"]))
-        goals.append((f"/metrics throughput, {clients} clients",
+        goals.append((f"/metrics throughput, {_clients(clients)}",
                       f">= {GOALS['throughput']:g}x node-exporter",
                       f"{sc['rps']:,.0f} vs {ne['rps']:,.0f} req/s = {ratio:.1f}x",
                       ratio >= GOALS["throughput"]))
-        goals.append((f"/metrics sidecar p99 vs node-exporter p50, {clients} clients",
+        goals.append((f"/metrics sidecar p99 vs node-exporter p50, {_clients(clients)}",
                       "sidecar p99 < node-exporter p50",
                       f"{ms(sc['p99_ms'])} vs {ms(ne['p50_ms'])}", sc["p99_ms"] < ne["p50_ms"]))
         server = sc["cpu_share"]["server"]
         if sc["wrk_cpu_share"] < 0.5 and server < 0.9:
             notes.append(
-                f"At {clients} clients the sidecar process used {pct(server)} of a core and wrk "
+                f"At {_clients(clients)} the sidecar process used {pct(server)} of a core and wrk "
                 f"{pct(sc['wrk_cpu_share'])}; the machine was {pct(sc['machine_busy_share'])} busy"
                 f" with {sc['other_cores']:.2f} cores taken by other processes, so the sidecar "
                 "(one event loop, one core at most) was short of CPU rather than of work: its "
                 "figures are a lower bound for this machine.")
         elif sc["wrk_cpu_share"] < server:
-            notes.append(f"At {clients} clients wrk used {pct(sc['wrk_cpu_share'])} of a core "
+            notes.append(f"At {_clients(clients)} wrk used {pct(sc['wrk_cpu_share'])} of a core "
                          f"against the sidecar's {pct(server)}: the server, not the load "
                          "generator, is the bottleneck.")
         else:
-            notes.append(f"At {clients} clients wrk used {pct(sc['wrk_cpu_share'])} of a core, "
+            notes.append(f"At {_clients(clients)} wrk used {pct(sc['wrk_cpu_share'])} of a core, "
                          f"more than the sidecar's {pct(server)}: the load generator may limit "
                          "these figures.")
     sc_err = sum(p["errors_total"] for p in d["points"] if p["target"] == "sidecar")
@@ -428,7 +432,7 @@ def analysis(results: dict[str, Any], goals: list[tuple[str, str, str, bool | No
             other = max(0.0, (sc["machine_busy_share"] or 0.0) * nproc - ours)
             if sc["p99_ms"] >= ne["p50_ms"]:
                 out.append(
-                    f"- **/metrics p99 at {clients} clients: {ms(sc['p99_ms'])} against "
+                    f"- **/metrics p99 at {_clients(clients)}: {ms(sc['p99_ms'])} against "
                     f"node-exporter's p50 {ms(ne['p50_ms'])}.** The sidecar's p50 was "
                     f"{ms(sc['p50_ms'])} and p90 {ms(sc['p90_ms'])}, max {ms(sc['max_ms'])}: a "
                     "tail of stalls, not a slow path. During the point the sidecar got "
@@ -438,7 +442,7 @@ def analysis(results: dict[str, Any], goals: list[tuple[str, str, str, bool | No
                     "quiet machine before reading this as a regression.")
             if ne["rps"] and sc["rps"] / ne["rps"] < GOALS["throughput"]:
                 out.append(
-                    f"- **/metrics throughput at {clients} clients: {sc['rps'] / ne['rps']:.1f}x."
+                    f"- **/metrics throughput at {_clients(clients)}: {sc['rps'] / ne['rps']:.1f}x."
                     f"** The sidecar used {pct(sc['cpu_share']['server'])} of a core and wrk "
                     f"{pct(sc['wrk_cpu_share'])}. It serves cached bytes through uvicorn's "
                     "pure-Python h11 parser (httptools and uvloop are not installed); "

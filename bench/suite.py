@@ -1,7 +1,7 @@
 """The benchmark suite behind bench/run: every section in one run, then docs/benchmarks.md.
 
-    bench/run                 # full (~10-15 min on 2 cores), writes docs/benchmarks.md
-    bench/run --quick         # smoke (~3-4 min), writes <workdir>/benchmarks.md unless --out
+    bench/run                 # full (about 7 min on 2 cores), writes docs/benchmarks.md
+    bench/run --quick         # smoke (about 2 min), writes <workdir>/benchmarks.md unless --out
     bench/run --only ingest poll_cost --out /tmp/b.md
 
 Each section runs as its own process (a fresh interpreter, so one section's imports, threads and
@@ -164,7 +164,7 @@ def parse_nvml(text: str) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="~3-minute smoke version")
+    parser.add_argument("--quick", action="store_true", help="smoke version: about 2 minutes instead of 7")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
     parser.add_argument("--out", type=Path, help="markdown output (default: docs/benchmarks.md "
                         "for a full run of every section, else <workdir>/benchmarks.md)")
