@@ -1,0 +1,34 @@
+"""docs/interface.md keeps up with the code: every option, log format and command is named there."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from exporter import cli, logs
+from exporter import config as cfg
+from tests.conftest import ROOT
+
+DOC = (ROOT / "docs" / "interface.md").read_text()
+
+
+@pytest.mark.parametrize("flag", [opt.flag for opt in cfg.OPTIONS])
+def test_every_serve_option_is_in_the_interface(flag: str) -> None:
+    assert f"`{flag} " in DOC or f"`{flag}`" in DOC, f"{flag} is missing from docs/interface.md"
+
+
+def test_every_log_format_and_level_is_in_the_interface() -> None:
+    for value in (*logs.FORMATS, *logs.LEVELS):
+        assert f"`{value}`" in DOC
+
+
+def test_every_command_is_in_the_interface() -> None:
+    sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command in sub.choices:
+        assert f"`helios-exporter {command}" in DOC, command
+    assert "`helios-exporter --version`" in DOC
+
+
+def test_readme_links_the_interface() -> None:
+    assert "(docs/interface.md)" in (ROOT / "README.md").read_text()
