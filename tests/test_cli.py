@@ -1,4 +1,4 @@
-"""The console script's parser: HELIOS_EXPORTER_<FLAG> for the simulate and demo subcommands.
+"""The console script's parser: --version, HELIOS_EXPORTER_<FLAG> for simulate and demo.
 
 Only parsing is exercised; no server is started.
 """
@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
+import subprocess
+import sys
+from importlib.metadata import version
 
 import pytest
 
@@ -121,11 +125,6 @@ def test_run_reports_config_errors_with_exit_2(capsys: pytest.CaptureFixture[str
 
 
 def test_version_names_the_package_and_python() -> None:
-    import platform
-    import subprocess
-    import sys
-    from importlib.metadata import version
-
     done = subprocess.run([sys.executable, "-m", "exporter", "--version"], capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
