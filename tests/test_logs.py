@@ -15,20 +15,31 @@ import structlog
 from exporter import logs
 from tests.helpers import StubEngine, make_sidecar
 
+# Loggers these tests write to. Other tests in the same process may have configured them (the
+# simulator's in-process uvicorn installs its own handler on `uvicorn`, without propagation):
+# each test here starts from the state a fresh `serve` process has.
+LIBRARY_LOGGERS = ("uvicorn", "uvicorn.error", "asyncio", "py.warnings", "httpx", "httpcore")
+
 
 @pytest.fixture(autouse=True)
 def _restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """logs.configure changes process-wide state: give it back to pytest after each test."""
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
     monkeypatch.setattr(threading, "excepthook", threading.excepthook)
-    root = logging.getLogger()
-    level, handlers = root.level, list(root.handlers)
+    loggers = [logging.getLogger(), *map(logging.getLogger, LIBRARY_LOGGERS)]
+    saved = [(lg, lg.level, list(lg.handlers), lg.propagate, lg.disabled) for lg in loggers]
+    for lg in loggers[1:]:
+        lg.setLevel(logging.NOTSET)
+        lg.handlers[:] = []
+        lg.propagate, lg.disabled = True, False
     logs.CONTEXT.clear()
     yield
     structlog.reset_defaults()
     logging.captureWarnings(False)
-    root.handlers[:] = handlers
-    root.setLevel(level)
+    for lg, level, handlers, propagate, disabled in saved:
+        lg.setLevel(level)
+        lg.handlers[:] = handlers
+        lg.propagate, lg.disabled = propagate, disabled
     logs.CONTEXT.clear()
 
 
