@@ -30,9 +30,10 @@ OUTSIDE = re.compile(
     r"|\b[A-Za-z]:\\Users\\",
     re.IGNORECASE,
 )
-# A relative path that climbs: `../x`, `../../x`. It is resolved against the file's own folder
-# (markdown links, promtool's rule_files and compose volumes are read that way) and must stay
-# inside the repository.
+# A relative path that climbs: `../x`, `../../x`. In documents and configuration it is resolved
+# against the file's own folder (markdown links, promtool's rule_files, compose volumes) and must
+# stay inside the repository. Python code joins such paths to a base of its own
+# (`FIXTURES / "../x"`), so Python files are held to the fixed patterns above only.
 CLIMB = re.compile(r"(?<![\w./-])((?:\.\./)+[\w.-][\w./-]*)")
 
 
@@ -63,7 +64,7 @@ def test_no_tracked_file_names_a_path_outside_the_repository() -> None:
     for name, text in files.items():
         for number, line in enumerate(text.splitlines(), 1):
             found += [f"{name}:{number}: {m.group(0)!r}" for m in OUTSIDE.finditer(line)]
-            for m in CLIMB.finditer(line):
+            for m in CLIMB.finditer(line) if not name.endswith(".py") else ():
                 target = (ROOT / name).parent / m.group(1)
                 if not target.resolve().is_relative_to(ROOT):
                     found.append(f"{name}:{number}: {m.group(1)!r} leaves the repository")
