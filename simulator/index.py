@@ -8,7 +8,8 @@ its own tree.
 Stores are asynchronous: a stored node is pinned and non-durable until ``complete_store``. Readers
 (a request restoring a hit) pin it too. Under row or page pressure one eviction attempt retires the
 least recently used eligible leaf; with no eligible leaf, row pressure compacts the row of a
-single-child ancestor instead (its pages and child stay).
+single-child ancestor instead (its pages and child stay). Every checkpoint that loses its row is
+remembered (boundedly, ``simulator.retired``) so that a later miss on it reads ``evicted``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from itertools import count
 
 from simulator.audit import audit_index
+from simulator.retired import DEFAULT_CAPACITY, RetiredPrefixes, chain_hash, prefix_hashes
 from simulator.slabs import SlabPool
 from simulator.stats import Outcome, Pressure, TierStats
 
@@ -38,6 +40,8 @@ class Node:
     durable: bool = True
     pins: int = 0
     last_access: float = 0.0
+    # Hash of every block from the root to the end of this node's edge (simulator.retired).
+    prefix: int = 0
 
     def path(self) -> Iterator[Node]:
         """This node and its ancestors, roots excluded."""
@@ -66,7 +70,8 @@ def _common(edge: Sequence[Block], blocks: Sequence[Block]) -> int:
 
 class PrefixIndex:
     def __init__(
-        self, pool: SlabPool, tokens_per_page: int, stats: TierStats | None = None
+        self, pool: SlabPool, tokens_per_page: int, stats: TierStats | None = None,
+        retired_capacity: int = DEFAULT_CAPACITY,
     ) -> None:
         if tokens_per_page < 1:
             raise ValueError(f"tokens_per_page must be positive, got {tokens_per_page}")
@@ -78,12 +83,21 @@ class PrefixIndex:
         self._ids = count(1)
         # Nodes on the path of the store being made room for: not candidates for eviction.
         self._held: set[int] = set()
+        self.retired = RetiredPrefixes(retired_capacity)
+        self._cut: tuple[Sequence[int] | None, list[Block]] = (None, [])
 
     # -- geometry ---------------------------------------------------------------------------
 
     def blocks_of(self, tokens: Sequence[int]) -> list[Block]:
+        # A request looks its prompt up and then stores up to a dozen checkpoints of it: cut a
+        # long prompt into blocks once, not thirteen times.
+        if tokens is self._cut[0]:
+            return self._cut[1]
         tpp = self.tokens_per_page
-        return [tuple(tokens[i : i + tpp]) for i in range(0, len(tokens) - tpp + 1, tpp)]
+        blocks = [tuple(tokens[i : i + tpp]) for i in range(0, len(tokens) - tpp + 1, tpp)]
+        if isinstance(tokens, tuple):  # immutable: safe to remember
+            self._cut = (tokens, blocks)
+        return blocks
 
     def usable_blocks(self, prompt_tokens: int) -> int:
         """Blocks a checkpoint may cover: the last prompt token is always computed."""
@@ -122,25 +136,44 @@ class PrefixIndex:
         if usable == 0:
             return self._miss("too_short")
         blocks = self.blocks_of(tokens)[:usable]
+        # Keys whose every entry was retired leave no root behind: the request's `model` is
+        # client input, so the roots must not grow with every model name ever seen.
+        for empty in [k for k, r in self._roots.items() if not r.children]:
+            del self._roots[empty]
         root = self._roots.get(key)
         path, matched = self._walk(root, blocks) if root is not None else ([], 0)
-        if matched == 0:
-            for other in sorted(k for k in self._roots if k != key):
-                if self._walk(self._roots[other], blocks)[1] > 0:
-                    return self._miss(f"key_mismatch:ckpt={other[:4]}")
-            return self._miss("no_prefix")
         for node in reversed(path):
             if node.row is not None and node.durable:
                 for n in node.path():
                     n.last_access = now
                 self.stats.record_hit()
                 return LookupResult(True, None, node.node_id, node.depth * self.tokens_per_page)
+        return self._miss(self._miss_reason(key, blocks, path, matched))
+
+    def _miss_reason(
+        self, key: str, blocks: Sequence[Block], path: list[Node], matched: int
+    ) -> str:
+        """Why no checkpoint served: the deepest checkpoint ever stored on the prompt's path
+        under this key decides (in flight: ``not_durable``; lost its row, whether its node is
+        still there or was retired and is remembered: ``evicted``)."""
+        hashes = prefix_hashes(blocks)
+        retired_at = self.retired.deepest(key, hashes)
         for node in reversed(path):
+            if node.depth < retired_at:
+                break
             if node.row is not None:
-                return self._miss("not_durable")
+                return "not_durable"
             if node.had_row:
-                return self._miss("evicted")
-        return self._miss("no_checkpoint")
+                return "evicted"
+        if retired_at:
+            return "evicted"
+        if matched:
+            return "no_checkpoint"
+        others = {k for k, r in self._roots.items() if k != key and self._walk(r, blocks)[1] > 0}
+        others |= self.retired.other_keys(key, hashes)
+        if others:
+            return f"key_mismatch:ckpt={min(others)[:4]}"
+        return "no_prefix"
 
     def _miss(self, reason: str) -> LookupResult:
         self.stats.record_miss(reason)
@@ -205,11 +238,13 @@ class PrefixIndex:
         if split_child is not None:
             node = self._split(split_child, split)
         if i < depth:
-            leaf = Node(next(self._ids), key, node, blocks[i:depth], pages, depth)
+            leaf = Node(next(self._ids), key, node, blocks[i:depth], pages, depth,
+                        prefix=chain_hash(node.prefix, blocks[i:depth]))
             node.children[leaf.blocks[0]] = leaf
             self._nodes[leaf.node_id] = leaf
             node = leaf
         node.row, node.had_row, node.durable = row, True, False
+        self.retired.discard(key, node.prefix)
         node.pins += 1
         for n_ in node.path():
             n_.last_access = now
@@ -231,6 +266,7 @@ class PrefixIndex:
         mid = Node(
             next(self._ids), child.key, parent, child.blocks[:at], child.pages[:at],
             child.depth - len(child.blocks) + at, last_access=child.last_access,
+            prefix=chain_hash(parent.prefix, child.blocks[:at]),
         )
         child.blocks, child.pages, child.parent = child.blocks[at:], child.pages[at:], mid
         mid.children[child.blocks[0]] = child
@@ -278,6 +314,7 @@ class PrefixIndex:
                 assert victim.row is not None
                 self.pool.row.release(victim.row)
                 victim.row = None
+                self.retired.add(victim.key, victim.prefix)
                 self.stats.ancestor_row_compactions += 1
                 outcome = "evicted"
         if outcome is None:
@@ -294,6 +331,7 @@ class PrefixIndex:
         if leaf.row is not None:
             self.pool.row.release(leaf.row)
             leaf.row = None
+            self.retired.add(leaf.key, leaf.prefix)
             self.stats.retired_leaf_rows += 1
         self._prune(leaf)
 
