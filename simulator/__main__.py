@@ -1,10 +1,13 @@
-"""``python -m simulator --listen 127.0.0.1:8000 --scenario steady``."""
+"""``python -m simulator --listen 127.0.0.1:8000 --scenario steady`` serves the engine;
+``python -m simulator corpus NAME`` writes a corpus (``simulator.corpora``) to stdout."""
 
 from __future__ import annotations
 
 import sys
 
-from simulator.cli import main
+from simulator import cli, corpora
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if sys.argv[1:2] == ["corpus"]:
+        sys.exit(corpora.main(sys.argv[2:]))
+    sys.exit(cli.main())

@@ -20,9 +20,10 @@ from pydantic import BaseModel, Field
 from starlette.middleware.base import RequestResponseEndpoint
 
 from simulator.clock import Clock
+from simulator.corpora import VOCAB
 from simulator.engine import AdmissionState, EngineUnavailable, SimulatedEngine
 from simulator.runner import ScenarioRunner
-from simulator.scenarios import VOCAB, Scenario
+from simulator.scenarios import Scenario
 
 GENERATION_PATTERN = r"^[A-Za-z0-9._:-]{1,64}$"
 LABEL_PATTERN = r"^[A-Za-z0-9._:@/+=-]{1,128}$"

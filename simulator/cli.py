@@ -18,6 +18,7 @@ from fastapi import FastAPI
 
 from simulator.app import build_app
 from simulator.engine import EngineConfig, SimulatedEngine
+from simulator.latency import LatencyModel
 from simulator.outage import OutageOptions
 from simulator.runner import DEFAULT_RATES, ENGINE_DEFAULTS, SCENARIOS, build_scenario
 from simulator.slabs import SlabGeometry
@@ -41,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--listen", required=True, metavar="HOST:PORT",
                         help="address to serve the engine API on, e.g. 127.0.0.1:8000")
     parser.add_argument("--scenario", choices=SCENARIOS, default="steady",
-                        help="background traffic and timeline (default: %(default)s)")
+                        help="background traffic and timeline; idle sends none, for a probe "
+                        "that drives the engine itself (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=None,
                         help="random seed for identities, prompts and timings (default: random)")
     parser.add_argument("--rate", type=finite_float, default=None, metavar="REQ_PER_S",
@@ -61,7 +63,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="tokens in one KV page, i.e. one index block (default: %(default)s)")
     tier.add_argument("--stores-per-request", type=int, default=None, metavar="N",
                       help="checkpoints stored per request, spread over the prompt's blocks "
-                      "(default: 3; 12 for reverse-replay)")
+                      "(default: 3; 12 for reverse-replay and idle)")
+
+    timing = parser.add_argument_group("request timing (docs/simulator.md, 'Latency')")
+    timing.add_argument("--time-scale", type=finite_float, default=EngineConfig.time_scale,
+                        metavar="FACTOR",
+                        help="run requests and host stores FACTOR times faster than real time; "
+                        "the engine's metrics still record the modelled latency "
+                        "(default: %(default)s)")
+    timing.add_argument("--latency-noise", type=finite_float, default=LatencyModel.noise,
+                        metavar="SIGMA",
+                        help="sigma of the seeded log-normal noise on each request's latency, "
+                        "0 for none (default: %(default)s)")
 
     ident = parser.add_argument_group("identity")
     ident.add_argument("--model-name", default=EngineConfig.model_name,
@@ -102,6 +115,10 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
         overrides["stores_per_request"] = args.stores_per_request
     if overrides.get("stores_per_request", 1) < 1:
         raise ValueError("--stores-per-request must be at least 1")
+    if not args.time_scale > 0:
+        raise ValueError(f"--time-scale must be positive, got {args.time_scale}")
+    if not 0 <= args.latency_noise <= 1:
+        raise ValueError(f"--latency-noise must be in [0, 1], got {args.latency_noise}")
     geometry = SlabGeometry(
         budget_bytes=args.budget_bytes, row_fraction=args.row_fraction,
         row_record_bytes=args.row_record_bytes, page_record_bytes=args.page_record_bytes,
@@ -109,7 +126,8 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
     return EngineConfig(
         geometry=geometry, tokens_per_page=args.tokens_per_page, model_name=args.model_name,
         checkpoint=args.checkpoint, package=args.package, image_digest=args.image_digest,
-        container_id=args.container_id, **overrides,
+        container_id=args.container_id, time_scale=args.time_scale,
+        latency=LatencyModel(noise=args.latency_noise), **overrides,
     )
 
 

@@ -21,7 +21,9 @@ import structlog
 
 from simulator.clock import Clock, wall_clock
 from simulator.index import PrefixIndex
+from simulator.latency import LatencyModel
 from simulator.metrics import EngineMetrics
+from simulator.retired import DEFAULT_CAPACITY
 from simulator.slabs import SlabGeometry, SlabPool
 from simulator.stats import TierStats
 
@@ -45,10 +47,22 @@ class EngineConfig:
     container_id: str | None = None
     num_ranks: int = 2
     store_latency_s: tuple[float, float] = (0.003, 0.030)
-    prefill_tokens_per_s: float = 40_000.0
-    decode_seconds_per_token: float = 0.01
+    latency: LatencyModel = field(default_factory=LatencyModel)
+    # Modelled durations (requests, host stores) pass this many times faster than the clock; the
+    # engine's metrics still record the modelled latency. 1 is real time.
+    time_scale: float = 1.0
     # Recent prompts still resident on the GPU: their shared prefix is reused without the host.
     device_cache_slots: int = 4
+    # Retired checkpoints remembered so that a miss on them reads `evicted` (simulator.retired).
+    retired_memory: int = DEFAULT_CAPACITY
+
+    def __post_init__(self) -> None:
+        if not self.time_scale > 0:
+            raise ValueError(f"time_scale must be positive, got {self.time_scale}")
+        if self.stores_per_request < 1:
+            raise ValueError(f"stores_per_request must be at least 1, got {self.stores_per_request}")
+        if self.retired_memory < 0:
+            raise ValueError(f"retired_memory must not be negative, got {self.retired_memory}")
 
 
 class EngineUnavailable(Exception):
@@ -63,6 +77,8 @@ class Request:
     started_at: float
     finish_at: float
     tokens: tuple[int, ...]
+    # What the latency model says (seconds); finish_at is started_at + latency_s / time_scale.
+    latency_s: float
     hit_node: int | None
     reused_tokens: int
     restored_tokens: int
@@ -113,7 +129,9 @@ class SimulatedEngine:
         self.inflight_override: int | None = None
         self.stats = TierStats()
         self.pool = SlabPool(self.config.geometry)
-        self.index = PrefixIndex(self.pool, self.config.tokens_per_page, self.stats)
+        self.index = PrefixIndex(
+            self.pool, self.config.tokens_per_page, self.stats, self.config.retired_memory
+        )
         self.metrics = EngineMetrics(self.config.model_name, lambda: self.running)
         self._active: dict[str, Request] = {}
         self._stores: list[tuple[float, int, int]] = []
@@ -211,22 +229,30 @@ class SimulatedEngine:
         reused = device + restored
         self.stats.tokens_restored += restored
         self.stats.prompt_tokens_reused += reused
+        scale = self.config.time_scale
         for depth in self.checkpoint_depths(len(prompt)):
             node_id = self.index.begin_store(key, prompt, depth, now)
             if node_id is not None:
-                due = now + self.rng.uniform(*self.config.store_latency_s)
+                due = now + self.rng.uniform(*self.config.store_latency_s) / scale
                 self._store_seq += 1
                 heapq.heappush(self._stores, (due, self._store_seq, node_id))
-        latency = (
-            (len(prompt) - reused) / self.config.prefill_tokens_per_s
-            + max_tokens * self.config.decode_seconds_per_token
+        latency = self.config.latency.seconds(
+            len(prompt) - reused, self._restored_bytes(restored), max_tokens, self.rng
         )
         request = Request(
-            self._next_request_id(), len(prompt), max_tokens, now, now + latency, prompt,
-            result.node_id if result.hit else None, reused, restored,
+            self._next_request_id(), len(prompt), max_tokens, now, now + latency / scale, prompt,
+            latency, result.node_id if result.hit else None, reused, restored,
         )
         self._active[request.request_id] = request
         return request
+
+    def _restored_bytes(self, tokens: int) -> int:
+        """Bytes copied from the host to restore ``tokens``: their pages and one row."""
+        if tokens <= 0:
+            return 0
+        geometry = self.pool.geometry
+        pages = -(-tokens // self.config.tokens_per_page)
+        return pages * geometry.page_record_bytes + geometry.row_record_bytes
 
     def poll(self) -> None:
         """Complete the host stores and requests that are due by now."""
@@ -245,7 +271,11 @@ class SimulatedEngine:
         if request.hit_node is not None:
             self.index.unpin(request.hit_node)
         self._device.append(request.tokens)
-        latency = max(0.0, min(self.clock(), request.finish_at) - request.started_at)
+        now = self.clock()
+        if now >= request.finish_at:
+            latency = request.latency_s
+        else:  # cut short (the app stopped waiting): what actually passed, in model time
+            latency = max(0.0, now - request.started_at) * self.config.time_scale
         self.metrics.request_finished(
             request.request_id, request.prompt_tokens, request.max_tokens, latency
         )

@@ -11,17 +11,19 @@ import structlog
 from simulator.clock import Clock, ManualClock, wall_clock
 from simulator.engine import SimulatedEngine
 from simulator.outage import OutageOptions, OutageScenario
-from simulator.scenarios import ReverseReplayScenario, Scenario, SteadyScenario
+from simulator.scenarios import IdleScenario, ReverseReplayScenario, Scenario, SteadyScenario
 
-SCENARIOS = ("steady", "reverse-replay", "outage")
+SCENARIOS = ("steady", "reverse-replay", "outage", "idle")
 DEFAULT_RATES = {"steady": 3.0, "reverse-replay": 4.0, "outage": 3.0}
-# Engine settings a scenario needs unless the command line says otherwise. reverse-replay stores a
-# checkpoint every 4 blocks (12 per 48-block prompt): 52 prompts want 624 rows of the 512 that a
-# quarter of 32 GiB holds, while their 2496 pages leave the 24576-page slab ~90% free.
+# Engine settings a scenario needs unless the command line says otherwise. reverse-replay and idle
+# (where the probe drives the corpora) store a checkpoint every 4 blocks (12 per 48-block prompt):
+# 52 prompts want 624 rows of the 512 that a quarter of 32 GiB holds, while their 2496 pages leave
+# the 24576-page slab ~90% free.
 ENGINE_DEFAULTS: dict[str, dict[str, Any]] = {
     "steady": {},
     "reverse-replay": {"stores_per_request": 12},
     "outage": {},
+    "idle": {"stores_per_request": 12},
 }
 # The longest a runner sleeps, so requests and host stores complete close to their due time.
 MAX_STEP_S = 0.25
@@ -34,11 +36,15 @@ def build_scenario(
 ) -> Scenario:
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; choose one of {', '.join(SCENARIOS)}")
+    if name == "idle":
+        if rate is not None:
+            raise ValueError("the idle scenario sends no background traffic: --rate does not apply")
+        return IdleScenario()
     rate = DEFAULT_RATES[name] if rate is None else rate
     if name == "steady":
         return SteadyScenario(rate=rate, seed=seed)
     if name == "reverse-replay":
-        return ReverseReplayScenario(rate=rate, seed=seed)
+        return ReverseReplayScenario(rate=rate)
     return OutageScenario(options=outage or OutageOptions(), rate=rate, seed=seed)
 
 

@@ -13,13 +13,10 @@ from typing import Any, Protocol
 
 import structlog
 
+from simulator.corpora import TEMPLATE, VOCAB, lane
 from simulator.engine import EngineUnavailable, SimulatedEngine
 
 log = structlog.get_logger("simulator.scenarios")
-
-# Every prompt starts with the same short chat template; the GPU-resident cache reuses it.
-TEMPLATE: tuple[int, ...] = (151644, 8948, 198, 2610, 525, 264, 10950, 17847, 13)
-VOCAB = 150_000
 
 
 class Scenario(Protocol):
@@ -112,23 +109,23 @@ class SteadyScenario:
 
 @dataclass
 class ReverseReplayScenario:
-    """The seeds' cache-order probe: prime ``prompts`` distinct bodies in forward order, replay
-    them in reverse, and repeat (forward again, reverse again ...) at a constant ``rate``."""
+    """The seeds' cache-order probe as background traffic: prime the bodies of ``corpus`` (the
+    bodies ``python -m simulator corpus`` writes) in forward order, replay them in reverse, and
+    repeat (forward again, reverse again ...) at a constant ``rate``."""
 
     rate: float = 4.0
-    seed: int = 0
-    prompts: int = 52
-    prompt_tokens: int = 3100
-    max_tokens: int = 32
+    corpus: str = "probe-52"
     name: str = "reverse-replay"
     traffic_enabled: bool = True
     traffic: TrafficStats = field(default_factory=TrafficStats)
 
     def __post_init__(self) -> None:
-        if self.rate <= 0 or self.prompts < 1:
-            raise ValueError("rate and prompts must be positive")
-        rng = random.Random(self.seed)
-        self.bodies = [make_prompt(rng, self.prompt_tokens) for _ in range(self.prompts)]
+        if self.rate <= 0:
+            raise ValueError(f"rate must be positive, got {self.rate}")
+        bodies = lane(self.corpus)
+        self.bodies = [tuple(bodies.prompt(i)) for i in range(bodies.bodies)]
+        self.prompts = len(self.bodies)
+        self.max_tokens = bodies.max_tokens
         self.position = 0
         self.next_at: float | None = None
 
@@ -161,3 +158,18 @@ class ReverseReplayScenario:
         return {"name": self.name, "rate": self.rate, "phase": self.phase,
                 "pass": self.pass_number, "traffic_enabled": self.traffic_enabled,
                 "submitted": self.traffic.submitted, "refused": self.traffic.refused}
+
+
+@dataclass
+class IdleScenario:
+    """No background traffic: the engine serves only what clients send (``helios-exporter
+    probe``, a load generator). The runner still ticks, so host stores complete on time."""
+
+    name: str = "idle"
+    traffic_enabled: bool = False
+
+    def step(self, engine: SimulatedEngine, now: float) -> float:
+        return 1.0
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "traffic_enabled": False, "submitted": 0, "refused": 0}

@@ -32,6 +32,7 @@ def test_defaults() -> None:
         20.0, 10.0, 5.0, 20.0,
     )
     assert args.outage_container == "same" and args.outage_stuck_requests == 0
+    assert (args.time_scale, args.latency_noise) == (1.0, 0.03)
     with pytest.raises(SystemExit):
         parse()  # --listen is required
     with pytest.raises(SystemExit):
@@ -44,7 +45,8 @@ def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None
     text = capsys.readouterr().out
     for option in ("--listen", "--scenario", "--seed", "--rate", "--budget-bytes",
                    "--stores-per-request", "--outage-after", "--drain-seconds", "--down-seconds",
-                   "--outage-container", "--outage-keep-generation", "--outage-stuck-requests"):
+                   "--outage-container", "--outage-keep-generation", "--outage-stuck-requests",
+                   "--time-scale", "--latency-noise", "idle"):
         assert option in text
 
 
@@ -58,6 +60,24 @@ def test_create_app_applies_scenario_defaults_and_options() -> None:
     assert config.stores_per_request == 5
     with pytest.raises(ValueError):
         cli._engine_config(parse("--listen", "h:1", "--row-fraction", "1.5"))
+
+
+@pytest.mark.parametrize("argv", [
+    ["--listen", "h:1", "--scenario", "idle", "--rate", "3"],
+    ["--listen", "h:1", "--time-scale", "0"],
+    ["--listen", "h:1", "--latency-noise", "-0.1"],
+    ["--listen", "h:1", "--stores-per-request", "0"],
+])
+def test_bad_options_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.run(parse(*argv)) == 2
+    assert capsys.readouterr().err.startswith("simulate: ")
+
+
+def test_idle_engine_options() -> None:
+    config = cli._engine_config(parse("--listen", "h:1", "--scenario", "idle", "--time-scale", "50",
+                                      "--latency-noise", "0", "--row-fraction", "0.3125"))
+    assert config.stores_per_request == 12 and config.time_scale == 50
+    assert config.latency.noise == 0 and config.geometry.row_capacity == 640
 
 
 @pytest.mark.parametrize("listen", ["8000", ":8000", "host:", "host:99999", "host:x"])
