@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from simulator import cli
+from simulator.corpora import LANES
+from simulator.runner import SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -128,3 +130,14 @@ def test_address_in_use_exits_1() -> None:
         busy.listen()
         port = busy.getsockname()[1]
         assert cli.run(parse("--listen", f"127.0.0.1:{port}", "--seed", "1")) == 1
+
+
+def test_every_option_and_scenario_is_documented() -> None:
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    doc = (ROOT / "docs" / "simulator.md").read_text()
+    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    missing = [o for o in options if o != "--help" and f"`{o}" not in doc]
+    assert missing == []
+    assert [s for s in SCENARIOS if f"**{s}**" not in doc] == []
+    assert [c for c in LANES if f"| `{c}` |" not in doc] == []
