@@ -134,3 +134,11 @@ async def run_pass(
 def sent(body: bytes) -> dict[str, Any]:
     value: dict[str, Any] = json.loads(body)
     return value
+
+
+async def run_passes(
+    engine: SimulatedEngine, clock: ManualClock, *plan: tuple[Sequence[bytes], str]
+) -> list[Pass]:
+    """Serve the engine and run each (bodies, order) pass in turn."""
+    async with served(engine, clock) as client:
+        return [await run_pass(client, bodies, order) for bodies, order in plan]

@@ -4,6 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.index import PrefixIndex
+from simulator.retired import DEFAULT_CAPACITY
 from simulator.slabs import SlabGeometry, SlabPool
 
 TPP = 4
@@ -11,13 +12,13 @@ KEY = "abcd000000000000"
 OTHER = "ef01000000000000"
 
 
-def make_index(rows: int, pages: int) -> PrefixIndex:
+def make_index(rows: int, pages: int, memory: int = DEFAULT_CAPACITY) -> PrefixIndex:
     budget = rows + pages
     geometry = SlabGeometry(budget_bytes=budget, row_fraction=(rows + 0.5) / budget,
                             row_record_bytes=1, page_record_bytes=1)
     pool = SlabPool(geometry)
     assert (pool.row.capacity, pool.page.capacity) == (rows, pages)
-    return PrefixIndex(pool, TPP)
+    return PrefixIndex(pool, TPP, retired_capacity=memory)
 
 
 def prompt(*blocks: int, extra: int = 1) -> list[int]:
@@ -228,24 +229,37 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(ops)
 def test_slab_counts_stay_in_bounds_and_records_have_one_owner(script: list[tuple]) -> None:
+    """Also what each miss reason claims about the history: `no_prefix`, no checkpoint on the
+    prompt's path was ever stored under any key; `evicted`, one was stored under this key. A
+    checkpoint ever stored on the path under this key gives a hit, `not_durable` or `evicted`."""
     index = make_index(3, 10)
+    ever: dict[str, set[tuple[int, ...]]] = {KEY: set(), OTHER: set()}
     in_flight: list[int] = []
     readers: list[int] = []
     for now, op in enumerate(script):
         if op[0] == "store":
             _, blocks, depth, other_key = op
-            tokens = prompt(*blocks)
-            node = index.begin_store(OTHER if other_key else KEY, tokens,
-                                     min(depth, len(blocks)), float(now))
+            key, depth = (OTHER if other_key else KEY), min(depth, len(blocks))
+            node = index.begin_store(key, prompt(*blocks), depth, float(now))
             if node is not None:
                 in_flight.append(node)
+                ever[key].add(tuple(blocks[:depth]))
         elif op[0] == "complete" and in_flight:
             index.complete_store(in_flight.pop(op[1] % len(in_flight)), float(now))
         elif op[0] == "read":
-            result = index.lookup(OTHER if op[2] else KEY, prompt(*op[1]), float(now))
+            blocks, key = op[1], (OTHER if op[2] else KEY)
+            result = index.lookup(key, prompt(*blocks), float(now))
+            paths = {tuple(blocks[:d]) for d in range(1, len(blocks) + 1)}
+            mine = bool(paths & ever[key])
+            if mine:
+                assert result.hit or result.reason in ("not_durable", "evicted"), result
+            if result.reason == "evicted":
+                assert mine
+            if result.reason == "no_prefix":
+                assert not paths & (ever[KEY] | ever[OTHER])
             if result.hit and result.node_id is not None:
                 index.pin(result.node_id)
                 readers.append(result.node_id)

@@ -1,23 +1,11 @@
 """Miss reasons tell capacity from traffic: a checkpoint stored and later retired misses as
 `evicted`; `no_prefix` means nothing on the prompt's path was ever stored (within the bounded
-memory of retired checkpoints)."""
+memory of retired checkpoints). The property over random scripts is in test_sim_index.py."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from simulator.index import PrefixIndex
 from simulator.retired import RetiredPrefixes, chain_hash, prefix_hashes
-from simulator.slabs import SlabGeometry, SlabPool
 from tests.simulator.test_sim_index import KEY, OTHER, TPP, make_index, prompt, stored
-
-
-def small_index(rows: int, pages: int, memory: int) -> PrefixIndex:
-    budget = rows + pages
-    geometry = SlabGeometry(budget_bytes=budget, row_fraction=(rows + 0.5) / budget,
-                            row_record_bytes=1, page_record_bytes=1)
-    return PrefixIndex(SlabPool(geometry), TPP, retired_capacity=memory)
 
 
 def test_a_retired_leaf_misses_as_evicted_not_no_prefix() -> None:
@@ -71,7 +59,7 @@ def test_a_stored_again_checkpoint_answers_for_itself() -> None:
 
 
 def test_the_memory_is_bounded_and_forgets_the_oldest_first() -> None:
-    index = small_index(1, 16, memory=2)
+    index = make_index(1, 16, memory=2)
     for b in range(1, 5):  # each store retires the previous one: 1, 2 and 3 are retired
         stored(index, prompt(b), 1, now=float(b))
     assert len(index.retired) == 2 and index.retired.forgotten == 1
@@ -113,62 +101,3 @@ def test_retired_prefixes_unit() -> None:
     off = RetiredPrefixes(capacity=0)
     off.add("k", 1)
     assert len(off) == 0 and off.forgotten == 1
-
-
-# -- property: what each reason claims about the history -----------------------------------------
-
-block_ids = st.integers(min_value=0, max_value=3)
-prompts = st.lists(block_ids, min_size=1, max_size=4)
-ops = st.lists(
-    st.one_of(
-        st.tuples(st.just("store"), prompts, st.integers(1, 4), st.booleans()),
-        st.tuples(st.just("complete"), st.integers(0, 50)),
-        st.tuples(st.just("read"), prompts, st.booleans()),
-        st.tuples(st.just("release"), st.integers(0, 50)),
-        st.tuples(st.just("evict"), st.sampled_from(["row", "page"])),
-    ),
-    min_size=20,
-    max_size=80,
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(ops)
-def test_reasons_agree_with_what_was_stored(script: list[tuple]) -> None:
-    """`no_prefix`: no checkpoint on the prompt's path was ever stored under any key.
-    `evicted`: one was stored under this key. A checkpoint ever stored on the path under this key
-    gives a hit, `not_durable` or `evicted`, never a reason that says nothing was stored."""
-    index = make_index(3, 10)
-    ever: dict[str, set[tuple[int, ...]]] = {KEY: set(), OTHER: set()}
-    in_flight: list[int] = []
-    readers: list[int] = []
-    for now, op in enumerate(script):
-        if op[0] == "store":
-            _, blocks, depth, other_key = op
-            key, depth = (OTHER if other_key else KEY), min(depth, len(blocks))
-            node = index.begin_store(key, prompt(*blocks), depth, float(now))
-            if node is not None:
-                in_flight.append(node)
-                ever[key].add(tuple(blocks[:depth]))
-        elif op[0] == "complete" and in_flight:
-            index.complete_store(in_flight.pop(op[1] % len(in_flight)), float(now))
-        elif op[0] == "read":
-            blocks, key = op[1], (OTHER if op[2] else KEY)
-            result = index.lookup(key, prompt(*blocks), float(now))
-            paths = {tuple(blocks[:d]) for d in range(1, len(blocks) + 1)}
-            mine = bool(paths & ever[key])
-            anyone = mine or bool(paths & ever[OTHER if key == KEY else KEY])
-            if mine:
-                assert result.hit or result.reason in ("not_durable", "evicted"), result
-            if result.reason == "evicted":
-                assert mine
-            if result.reason == "no_prefix":
-                assert not anyone
-            if result.hit and result.node_id is not None:
-                index.pin(result.node_id)
-                readers.append(result.node_id)
-        elif op[0] == "release" and readers:
-            index.unpin(readers.pop(op[1] % len(readers)))
-        elif op[0] == "evict":
-            index.evict_once(op[1])
-        assert index.audit() == []

@@ -18,6 +18,7 @@ from tests.simulator.harness import (
     corpus,
     idle_engine,
     run_pass,
+    run_passes,
     sent,
     served,
     with_row_fraction,
@@ -61,9 +62,7 @@ async def test_forward_prime_then_reverse_replay_hits() -> None:
     """Order sensitivity: replaying in reverse finds the bodies the prime left resident."""
     engine, clock = idle_engine()
     bodies = corpus("probe-52")
-    async with served(engine, clock) as client:
-        prime = await run_pass(client, bodies, "forward")
-        replay = await run_pass(client, bodies, "reverse")
+    prime, replay = await run_passes(engine, clock, (bodies, "forward"), (bodies, "reverse"))
     assert prime.hits == 0 and prime.misses == {"no_prefix": PROBE.bodies}
     assert prime.delta("evictions", "row", "attempts") == row_overflow()
     lost = row_overflow() // STORES
@@ -78,10 +77,7 @@ async def test_forward_prime_then_forward_replay_thrashes_the_rows() -> None:
     """Capacity: at 12 stores/request the forward replay always finds its body just retired."""
     engine, clock = idle_engine()
     bodies = corpus("probe-52")
-    async with served(engine, clock) as client:
-        prime = await run_pass(client, bodies, "forward")
-        replay = await run_pass(client, bodies, "forward")
-        again = await run_pass(client, bodies, "forward")
+    prime, replay, again = await run_passes(engine, clock, *[(bodies, "forward")] * 3)
     for p in (replay, again):
         assert p.hits == 0
         assert p.misses == {"evicted": PROBE.bodies}  # stored once, retired since: not no_prefix
@@ -102,9 +98,8 @@ async def test_forward_prime_then_forward_replay_thrashes_the_rows() -> None:
 async def test_replay_under_another_model_misses_as_key_mismatch() -> None:
     """Incompatible keys: the same bodies under another `model` find nothing of theirs."""
     engine, clock = idle_engine()
-    async with served(engine, clock) as client:
-        await run_pass(client, corpus("probe-52"), "forward")
-        replay = await run_pass(client, corpus("probe-52", OTHER_MODEL), "reverse")
+    _, replay = await run_passes(engine, clock, (corpus("probe-52"), "forward"),
+                                 (corpus("probe-52", OTHER_MODEL), "reverse"))
     primed_key = engine.key_for("qwen3-next")
     assert primed_key != engine.key_for(OTHER_MODEL)
     assert replay.hits == 0
@@ -115,10 +110,7 @@ async def test_replay_under_another_model_misses_as_key_mismatch() -> None:
 async def test_stores_per_request_decide_the_thrash() -> None:
     """Control: at 3 stores/request the same 52 bodies fit the rows and the forward replay hits."""
     engine, clock = idle_engine(stores_per_request=3)
-    bodies = corpus("probe-52")
-    async with served(engine, clock) as client:
-        await run_pass(client, bodies, "forward")
-        replay = await run_pass(client, bodies, "forward")
+    _, replay = await run_passes(engine, clock, *[(corpus("probe-52"), "forward")] * 2)
     assert replay.hits == PROBE.bodies and replay.misses == {}
     assert replay.end.offload["evictions"]["row"]["attempts"] == 0
 
@@ -165,9 +157,7 @@ async def test_row_fraction_changes_the_probe_lane() -> None:
     means, hits = {}, {}
     for fraction in (0.25, 0.3125):
         engine, clock = idle_engine(seed=4, **with_row_fraction(fraction))
-        async with served(engine, clock) as client:
-            await run_pass(client, corpus("probe-52"))
-            replay = await run_pass(client, corpus("probe-52"))
+        _, replay = await run_passes(engine, clock, *[(corpus("probe-52"), "forward")] * 2)
         means[fraction], hits[fraction] = replay.mean_latency, replay.hits
     assert hits == {0.25: 0, 0.3125: PROBE.bodies}
     assert means[0.3125] < 0.95 * means[0.25]  # past the seeds' 5 % benefit gate
@@ -180,9 +170,9 @@ async def test_a_large_row_share_costs_the_long_context_lane() -> None:
     replays = {}
     for fraction in (0.25, 0.3125, 0.75):
         engine, clock = idle_engine(seed=4, **with_row_fraction(fraction))
-        async with served(engine, clock) as client:
-            await run_pass(client, corpus("long-context"))
-            replays[fraction] = await run_pass(client, corpus("long-context"))
+        _, replays[fraction] = await run_passes(
+            engine, clock, *[(corpus("long-context"), "forward")] * 2
+        )
     for fraction in (0.25, 0.3125):
         assert replays[fraction].hits == long_context.bodies
         assert replays[fraction].delta("evictions", "page", "attempts") == 0
