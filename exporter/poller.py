@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,16 +18,14 @@ import structlog
 
 from exporter import derive, logs, passthrough
 from exporter.labels import SOURCES
-from exporter.restore.store import StateFileError, StateStore
-from exporter.restore.window import Bounds, Event, Input, Poll, Preflight, RestoreState, step
+from exporter.restore.keeper import EventOutcome, RestoreKeeper
+from exporter.restore.window import EventKind
 from exporter.snapshot import Snapshot
 from exporter.sources.base import Result, SourceHealth
 from exporter.sources.blocking import BoundedRunner
 from exporter.sources.engine import EngineSource, EngineTraffic
 
 log = structlog.get_logger("helios_exporter.poller")
-
-PreflightProbe = Callable[[], Awaitable[tuple[bool, str]]]
 
 
 @dataclass(slots=True)
@@ -46,42 +44,27 @@ class EngineState:
     generations_seen: int = 0
 
 
-@dataclass(slots=True)
-class RestoreStatus:
-    state: RestoreState = field(default_factory=RestoreState)
-    write_errors: int = 0
-    corrupt_files: int = 0
-    read_errors: int = 0
-    last_write_error: str = ""
-    events: Counter[tuple[str, str]] = field(default_factory=Counter)  # (event, result)
-
-
 class Poller:
     def __init__(
         self,
         engine: EngineSource,
         traffic: EngineTraffic,
-        bounds: Bounds,
-        store: StateStore,
+        keeper: RestoreKeeper,
         interval: float,
         max_series_per_family: int = 200,
         blocking: dict[str, BoundedRunner[Any]] | None = None,
-        preflight: dict[str, PreflightProbe] | None = None,
         clock: Callable[[], float] = time.time,
         on_cycle: Callable[[], None] | None = None,
     ) -> None:
         self.engine_source = engine
         self.traffic = traffic
-        self.bounds = bounds
-        self.store = store
+        self.keeper = keeper
         self.interval = interval
         self.max_series_per_family = max_series_per_family
         self.blocking = blocking or {}
-        self.preflight = preflight or {}
         self.clock = clock
         self.on_cycle = on_cycle
         self.engine = EngineState()
-        self.restore = RestoreStatus()
         self.health: dict[str, SourceHealth] = {s: SourceHealth(enabled=False) for s in SOURCES}
         for name in ("engine_snapshot", "engine_metrics", *self.blocking):
             self.health[name].enabled = True
@@ -89,88 +72,15 @@ class Poller:
         self.cycles = 0
         self.last_cycle_duration: float | None = None
         self.ready = asyncio.Event()
-        self._lock = asyncio.Lock()  # restore transitions: poll cycle vs events API
-        self._dirty = False  # the state in memory is not on disk yet (a write failed)
-        self._store_blocked = False  # the state file exists but could not be read
 
-    # -- restore state --------------------------------------------------------------------------
     def load_state(self) -> None:
-        try:
-            saved = self.store.load()
-        except StateFileError as exc:
-            if exc.unreadable:
-                # It may hold an open window: never overwrite it; read it again every cycle.
-                if not self._store_blocked:
-                    self.restore.read_errors += 1
-                    log.error("restore_state_unreadable", error=str(exc),
-                              path=str(self.store.path))
-                self._store_blocked = True
-            else:
-                self.restore.corrupt_files += 1
-                log.error("restore_state_unusable", error=str(exc),
-                          moved_to=str(exc.moved_to) if exc.moved_to else None)
-            return
-        if self._store_blocked:
-            self._store_blocked = False
-            log.info("restore_state_readable_again", path=str(self.store.path))
-            if saved is not None and saved.window is not None and self.restore.state.window is None:
-                self.restore.state = saved  # the durable window wins over a fresh start
-            self._persist(self.restore.state)
-            return
-        if saved is not None:
-            self.restore.state = saved
-            logs.CONTEXT["phase"] = saved.phase
-            log.info("restore_state_loaded", phase=saved.phase,
-                     window_start=saved.window.start if saved.window else None)
+        self.keeper.load()
+        self._changed()
 
-    def _apply(self, inp: Input) -> RestoreState:
-        before = self.restore.state
-        after = step(before, inp, self.bounds)
-        if after != before:
-            self.restore.state = after
-            logs.CONTEXT["phase"] = after.phase
-            self._persist(after)
-            if after.phase != before.phase or (after.window is None) != (before.window is None):
-                log.info("restore_transition", phase=after.phase, previous=before.phase,
-                         window_start=after.window.start if after.window else None,
-                         cause=after.window.cause if after.window else None,
-                         checks=after.checks if after.window is None else None)
-        return after
-
-    def _persist(self, state: RestoreState) -> bool:
-        """Write the state; on failure it stays dirty and every cycle retries."""
-        if self._store_blocked:
-            if not self._dirty:
-                self.restore.write_errors += 1
-                self.restore.last_write_error = "state file unreadable: not overwritten"
-                log.error("restore_state_write_held", path=str(self.store.path),
-                          error=self.restore.last_write_error)
-            self._dirty = True
-            return False
-        try:
-            self.store.save(state)
-        except OSError as exc:
-            self._dirty = True
-            self.restore.write_errors += 1
-            self.restore.last_write_error = f"{type(exc).__name__}: {exc.strerror or exc}"
-            log.error("restore_state_write_failed", error=self.restore.last_write_error,
-                      path=str(self.store.path))
-            return False
-        if self._dirty:
-            log.info("restore_state_written_again", path=str(self.store.path))
-        self._dirty = False
-        return True
-
-    async def apply_event(self, event_id: str, kind: str) -> tuple[bool, RestoreState, bool]:
-        """Apply one events-API event; returns (duplicate, state after, state on disk)."""
-        async with self._lock:
-            if event_id in self.restore.state.event_ids:
-                self.restore.events[(kind, "duplicate")] += 1
-                return True, self.restore.state, not self._dirty
-            state = self._apply(Event(self.clock(), event_id, kind))  # type: ignore[arg-type]
-            self.restore.events[(kind, "accepted")] += 1
-            self._changed()
-            return False, state, not self._dirty
+    async def apply_event(self, event_id: str, kind: EventKind) -> EventOutcome:
+        outcome = await self.keeper.apply_event(event_id, kind)
+        self._changed()
+        return outcome
 
     # -- the cycle ------------------------------------------------------------------------------
     async def cycle(self) -> None:
@@ -186,15 +96,7 @@ class Poller:
         for name, res in zip(self.blocking, blocking_res, strict=True):
             self._record(name, res)
         self._update_engine(snap_res, metrics_res)
-        async with self._lock:
-            if self._store_blocked:
-                self.load_state()
-            before = self.restore.state
-            state = self._apply(Poll(now, snap_res.value))
-            if self._dirty and self.restore.state is before:  # nothing new, but not on disk yet
-                self._persist(state)
-        if state.phase == "verifying" and self.preflight:
-            await self._run_preflight(state)
+        await self.keeper.observe(now, snap_res.value)
         self.cycles += 1
         self.last_cycle_duration = time.perf_counter() - t0
         self.ready.set()
@@ -242,19 +144,6 @@ class Poller:
         if parsed is not None:
             eng.labels_dropped.update(parsed.labels_dropped)
             eng.malformed_lines += parsed.malformed_lines
-
-    async def _run_preflight(self, state: RestoreState) -> None:
-        """Probe outside the lock (a probe may take --preflight-timeout; events must not wait),
-        then apply each result under it; a window closed meanwhile ignores them."""
-        window = state.window
-        assert window is not None
-        for probe, run in self.preflight.items():
-            if window.preflight.get(probe):
-                continue
-            ok, detail = await run()
-            log.info("preflight", probe=probe, ok=ok, detail=detail)
-            async with self._lock:
-                self._apply(Preflight(self.clock(), probe, ok))
 
     def _changed(self) -> None:
         if self.on_cycle is not None:

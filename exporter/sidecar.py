@@ -7,7 +7,7 @@ import contextlib
 import signal
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +24,10 @@ from exporter.collectors.offload import OffloadCollector
 from exporter.collectors.passthrough import PassthroughCollector
 from exporter.collectors.restore import RestoreCollector
 from exporter.config import Config
-from exporter.poller import Poller, PreflightProbe
+from exporter.poller import Poller
 from exporter.restore import preflight
 from exporter.restore.events import read_token
+from exporter.restore.keeper import PreflightProbe, RestoreKeeper
 from exporter.restore.store import StateStore
 from exporter.restore.window import Bounds
 from exporter.sources.blocking import BoundedRunner
@@ -54,10 +55,11 @@ class Sidecar:
 
     def status(self) -> dict[str, Any]:
         p = self.poller
-        state = p.restore.state
+        restore = p.keeper.view()
+        state = restore.state
         window = state.window
         snap = p.engine.snapshot
-        bounds = p.bounds
+        bounds = p.keeper.bounds
         return {
             "generation": snap.generation if snap else None,
             "generation_derived": snap.generation_derived if snap else None,
@@ -84,9 +86,9 @@ class Sidecar:
                 },
                 "checks": state.checks,
                 "last_window": None if state.last_window is None else vars_of(state.last_window),
-                "state_file": str(p.store.path),
-                "state_write_errors": p.restore.write_errors,
-                "last_state_write_error": p.restore.last_write_error or None,
+                "state_file": str(restore.state_file),
+                "state_write_errors": restore.write_errors,
+                "last_state_write_error": restore.last_write_error or None,
             },
             "bounds": {"request_cutoff": bounds.request_cutoff,
                        "restore_bound": bounds.restore_bound, "down_grace": bounds.down_grace},
@@ -99,13 +101,20 @@ def vars_of(obj: Any) -> dict[str, Any]:
     return {k: getattr(obj, k) for k in obj.__slots__}
 
 
-def build(config: Config) -> Sidecar:
+def build(
+    config: Config,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Sidecar:
+    """The sidecar for `config`. Tests inject the engine's HTTP transport and the wall clock."""
     timeout = httpx.Timeout(config.timeout)
     client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=8),
-                               headers={"User-Agent": "helios-exporter/0.1"})
+                               headers={"User-Agent": "helios-exporter/0.1"},
+                               transport=transport)
     traffic = EngineTraffic()
     engine = EngineSource(client, config.engine_url, config.max_response_bytes, traffic,
-                          timeout=config.timeout)
+                          clock=clock, timeout=config.timeout)
     preflight_probes: dict[str, PreflightProbe] = {}
     auth = None
     if config.preflight_auth_file is not None:
@@ -119,12 +128,12 @@ def build(config: Config) -> Sidecar:
     blocking, closers = _blocking_sources(config)
     registry = CollectorRegistry(auto_describe=False)
     cache = ExpositionCache(registry)
-    poller = Poller(engine, traffic, bounds, StateStore(config.state_dir), config.poll_interval,
-                    config.max_series_per_family, blocking, preflight_probes,
-                    on_cycle=cache.invalidate)
-    registry.register(OffloadCollector(lambda: poller.engine, lambda: poller.restore.state))
+    keeper = RestoreKeeper(StateStore(config.state_dir), bounds, preflight_probes, clock)
+    poller = Poller(engine, traffic, keeper, config.poll_interval, config.max_series_per_family,
+                    blocking, clock, on_cycle=cache.invalidate)
+    registry.register(OffloadCollector(lambda: poller.engine, lambda: keeper.view().state))
     registry.register(PassthroughCollector(lambda: poller.engine))
-    registry.register(RestoreCollector(lambda: poller.restore, bounds))
+    registry.register(RestoreCollector(keeper.view, bounds))
     registry.register(ExporterCollector(poller))
     for collector in _blocking_collectors(poller):
         registry.register(collector)
@@ -211,9 +220,9 @@ async def serve(config: Config) -> int:
              listen=f"{config.listen_host}:{config.listen_port}",
              poll_interval=config.poll_interval, state_dir=str(config.state_dir),
              events_api=sidecar.events_token is not None,
-             preflight=list(poller.preflight), sources=list(poller.blocking))
+             preflight=list(poller.keeper.probes), sources=list(poller.blocking))
     try:
-        async with _running(poller, server, sock, stop):
+        async with _running(poller, sidecar.client, server, sock, stop):
             await stop.wait()
     finally:
         sidecar.close()
@@ -223,7 +232,8 @@ async def serve(config: Config) -> int:
 
 @contextlib.asynccontextmanager
 async def _running(
-    poller: Poller, server: uvicorn.Server, sock: socket.socket, stop: asyncio.Event
+    poller: Poller, client: httpx.AsyncClient, server: uvicorn.Server, sock: socket.socket,
+    stop: asyncio.Event,
 ) -> AsyncIterator[None]:
     server_task = asyncio.create_task(server.serve(sockets=[sock]))
     poll_task = asyncio.create_task(poller.run_forever())
@@ -236,8 +246,8 @@ async def _running(
         poll_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await poll_task
-        poller._persist(poller.restore.state)
+        poller.keeper.flush()
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await server_task
-        await poller.engine_source.client.aclose()
+        await client.aclose()

@@ -68,8 +68,4 @@ def make_sidecar(engine: StubEngine, state_dir: Path, **overrides: Any) -> Any:
 
     config = Config(engine_url="http://engine.invalid", state_dir=state_dir, no_nvml=True,
                     **overrides)
-    sidecar = build(config)
-    client = httpx.AsyncClient(transport=httpx.MockTransport(engine))
-    sidecar.client = client
-    sidecar.poller.engine_source.client = client
-    return sidecar
+    return build(config, transport=httpx.MockTransport(engine))

@@ -58,9 +58,10 @@ def engine_exposition(polls: list[dict[str, Any]], metrics: str, tmp_path: Path)
     asyncio.run(run())
     registry = CollectorRegistry()
     poller = sidecar.poller
-    registry.register(OffloadCollector(lambda: poller.engine, lambda: poller.restore.state))
+    keeper = poller.keeper
+    registry.register(OffloadCollector(lambda: poller.engine, lambda: keeper.view().state))
     registry.register(PassthroughCollector(lambda: poller.engine))
-    registry.register(RestoreCollector(lambda: poller.restore, poller.bounds))
+    registry.register(RestoreCollector(keeper.view, keeper.bounds))
     sidecar.poller.close()
     return generate_latest(registry)
 

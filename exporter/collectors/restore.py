@@ -13,17 +13,17 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import Metric
 
 from exporter.collectors.families import counter, gauge
-from exporter.poller import RestoreStatus
+from exporter.restore.keeper import RestoreView
 from exporter.restore.window import CAUSES, CHECKS, OUTCOMES, PHASES, Bounds
 
 
 class RestoreCollector:
-    def __init__(self, status: Callable[[], RestoreStatus], bounds: Bounds) -> None:
-        self._status = status
+    def __init__(self, restore: Callable[[], RestoreView], bounds: Bounds) -> None:
+        self._restore = restore
         self._bounds = bounds
 
     def collect(self) -> Iterator[Metric]:
-        status = self._status()
+        status = self._restore()
         state = status.state
         window = state.window
         is_open = gauge("helios_restore_window_open",

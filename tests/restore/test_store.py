@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from restore_helpers import MockEngine, event, fail, final, make_sidecar, poll
@@ -165,8 +166,8 @@ def test_poller_counts_corrupt_file_and_sidecar_keeps_working(tmp_path: Path) ->
     poller = sidecar.poller
     with capture_logs() as logs:
         poller.load_state()
-    assert poller.restore.corrupt_files == 1
-    assert poller.restore.state == RestoreState()
+    assert poller.keeper.view().corrupt_files == 1
+    assert poller.keeper.view().state == RestoreState()
     err = [e for e in logs if e["event"] == "restore_state_unusable"]
     assert err and err[0]["log_level"] == "error" and ".corrupt-" in err[0]["moved_to"]
     assert sidecar.registry.get_sample_value("helios_restore_state_corrupt_total") == 1
@@ -174,11 +175,11 @@ def test_poller_counts_corrupt_file_and_sidecar_keeps_working(tmp_path: Path) ->
     async def cycles() -> None:
         await poller.cycle()
         await poller.apply_event("ev-1", "drain_started")
-        await poller.engine_source.client.aclose()
+        await sidecar.client.aclose()
 
     asyncio.run(cycles())
     poller.close()
-    assert poller.restore.write_errors == 0
+    assert poller.keeper.view().write_errors == 0
     saved = StateStore(tmp_path).load()
     assert saved is not None and saved.window is not None and saved.event_ids == ("ev-1",)
     assert sidecar.registry.get_sample_value("helios_restore_window_open") == 1
@@ -202,18 +203,18 @@ def test_unwritable_state_dir_counts_write_errors_and_never_raises(tmp_path: Pat
         sidecar = make_sidecar(state_dir)
         poller = sidecar.poller
 
-        async def go(poller: Poller) -> None:
+        async def go(sidecar: Any, poller: Poller) -> None:
             await poller.cycle()  # first snapshot: state changes, persist fails
             await poller.apply_event("ev-1", "drain_started")
-            await poller.engine_source.client.aclose()
+            await sidecar.client.aclose()
 
         with capture_logs() as logs:
-            asyncio.run(go(poller))
+            asyncio.run(go(sidecar, poller))
         poller.close()
-        assert poller.restore.write_errors == 2, state_dir
-        assert poller.restore.last_write_error.split(":")[0] in (
+        assert poller.keeper.view().write_errors == 2, state_dir
+        assert poller.keeper.view().last_write_error.split(":")[0] in (
             "NotADirectoryError", "FileExistsError", "PermissionError")
-        assert poller.restore.state.window is not None  # the window is still tracked in memory
+        assert poller.keeper.view().state.window is not None  # the window is still tracked in memory
         failed = [e for e in logs if e["event"] == "restore_state_write_failed"]
         assert len(failed) == 2 and failed[0]["log_level"] == "error"
         assert sidecar.registry.get_sample_value("helios_restore_state_write_errors_total") == 2
@@ -245,13 +246,13 @@ def test_disk_full_is_counted_by_the_poller(tmp_path: Path) -> None:
 
     async def go() -> None:
         await poller.cycle()
-        await poller.engine_source.client.aclose()
+        await sidecar.client.aclose()
 
     with capture_logs() as logs:
         asyncio.run(go())
     poller.close()
-    assert poller.restore.write_errors == 1
-    assert "No space left" in poller.restore.last_write_error
+    assert poller.keeper.view().write_errors == 1
+    assert "No space left" in poller.keeper.view().last_write_error
     assert any(e["event"] == "restore_state_write_failed" for e in logs)
     assert not (tmp_path / STATE_FILE).exists()
 
@@ -264,7 +265,7 @@ def test_state_survives_a_sidecar_restart(tmp_path: Path) -> None:
         p = sidecar.poller  # type: ignore[attr-defined]
         for s in steps:
             await s(p)
-        await p.engine_source.client.aclose()
+        await sidecar.client.aclose()  # type: ignore[attr-defined]
         p.close()
 
     async def cycle(p: object) -> None:
@@ -276,13 +277,13 @@ def test_state_survives_a_sidecar_restart(tmp_path: Path) -> None:
         await p.cycle()  # type: ignore[attr-defined]
 
     asyncio.run(go(first, [cycle, drain]))
-    window = first.poller.restore.state.window
+    window = first.poller.keeper.view().state.window
     assert window is not None
     second = make_sidecar(tmp_path, engine)
     second.poller.load_state()
     engine.down = True
     asyncio.run(go(second, [cycle]))
-    again = second.poller.restore.state.window
+    again = second.poller.keeper.view().state.window
     assert again is not None
     assert again.start == window.start and again.incumbent == window.incumbent
     assert second.registry.get_sample_value(
@@ -303,13 +304,13 @@ def test_failed_write_is_retried_every_cycle_until_it_lands(tmp_path: Path) -> N
         blocker.unlink()
         blocker.mkdir()  # the volume comes back
         await poller.cycle()  # no transition: the same window, written now
-        await poller.engine_source.client.aclose()
+        await sidecar.client.aclose()
 
     asyncio.run(go())
     poller.close()
     saved = StateStore(state_dir).load()
     assert saved is not None and saved.window is not None
-    assert saved.window.start == poller.restore.state.window.start  # type: ignore[union-attr]
+    assert saved.window.start == poller.keeper.view().state.window.start  # type: ignore[union-attr]
 
 
 def test_unreadable_state_file_is_never_overwritten(tmp_path: Path) -> None:
@@ -321,7 +322,7 @@ def test_unreadable_state_file_is_never_overwritten(tmp_path: Path) -> None:
     sidecar = make_sidecar(state_dir)
     poller = sidecar.poller
     poller.load_state()
-    assert poller.restore.read_errors == 1 and poller.restore.corrupt_files == 0
+    assert poller.keeper.view().read_errors == 1 and poller.keeper.view().corrupt_files == 0
 
     async def go() -> None:
         await poller.cycle()
@@ -329,12 +330,12 @@ def test_unreadable_state_file_is_never_overwritten(tmp_path: Path) -> None:
         (state_dir / STATE_FILE).rmdir()
         (state_dir / STATE_FILE).write_bytes(good)  # readable again
         await poller.cycle()
-        await poller.engine_source.client.aclose()
+        await sidecar.client.aclose()
 
     asyncio.run(go())
     poller.close()
     # The recovered window was adopted (then closed by the serving engine): not lost.
     start = open_window_state().window.start  # type: ignore[union-attr]
-    state = poller.restore.state
+    state = poller.keeper.view().state
     recovered = state.window.start if state.window else state.last_window.start  # type: ignore[union-attr]
     assert recovered == start
