@@ -4,9 +4,9 @@
 
 1. In process: `tests.helpers.make_sidecar` with a `StubEngine` (httpx MockTransport) serving the
    example snapshot of docs/interface.md (tests/fixtures/snapshots/contract_example.json) and the
-   real SGLang /metrics; `time.process_time()` around each `await poller.cycle()` (the CPU of every thread of
-   this process: the event loop, the parse threads and the host source's psutil thread), after a
-   warm-up. Beside it, for the analysis, the same clock around the cycle's parts called alone
+   real SGLang /metrics; `time.process_time()` around each `await loop.cycle()` (the CPU of every
+   thread of this process: the event loop, the parse threads and the host source's psutil thread),
+   after a warm-up. Beside it, for the analysis, the same clock around the cycle's parts called alone
    (snapshot parse + schema validation, pass-through parse, host source poll) and around one
    uncached render of /metrics, which a scrape pays once per cycle.
 2. Steady state: the real sidecar (`serve --no-nvml --poll-interval 1`) against the simulated
@@ -123,20 +123,21 @@ async def cycle_cost(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any
     snapshot = json.loads(SNAPSHOT.read_text())
     stub = StubEngine(snapshot, metrics=metrics_text)
     sidecar = make_sidecar(stub, state_dir)
-    poller = sidecar.poller
+    loop = sidecar.loop
     try:
         for _ in range(warmup):
-            await poller.cycle()
+            await loop.cycle()
         cpu, wall, render = [], [], []
         for _ in range(cycles):
             c0, w0 = time.process_time(), time.perf_counter()
-            await poller.cycle()
+            await loop.cycle()
             cpu.append(time.process_time() - c0)
             wall.append(time.perf_counter() - w0)
             r0 = time.process_time()
             body = sidecar.cache.render(False)
             render.append(time.process_time() - r0)
-        ok = poller.health["engine_snapshot"].up and poller.health["engine_metrics"].up
+        sources = loop.view.sources
+        ok = sources["engine_snapshot"].up and sources["engine_metrics"].up
         exported = sum(1 for ln in body.decode().splitlines() if ln and not ln.startswith("#"))
         requests = len(stub.requests)
     finally:
@@ -153,7 +154,7 @@ async def _cycles(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any]:
     from exporter import passthrough
     from exporter.snapshot import _validator, parse_snapshot, schema
     from exporter.sources.host import HostSource
-    from tests.helpers import StubEngine, make_sidecar
+    from tests.helpers import StubEngine
 
     measured = await cycle_cost(cycles, warmup, state_dir)
     metrics_text = SGLANG.read_text()

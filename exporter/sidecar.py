@@ -1,4 +1,5 @@
-"""Assemble the sidecar from a Config: sources, poller, collectors, app; and run it."""
+"""Assemble the sidecar from a Config: sources, restore keeper, poll loop, collectors, app; and run
+it."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from exporter.collectors.offload import OffloadCollector
 from exporter.collectors.passthrough import PassthroughCollector
 from exporter.collectors.restore import RestoreCollector
 from exporter.config import Config
-from exporter.poller import Poller
+from exporter.loop import PollLoop
 from exporter.restore import preflight
 from exporter.restore.events import read_token
 from exporter.restore.keeper import PreflightProbe, RestoreKeeper
@@ -34,6 +35,8 @@ from exporter.sources.blocking import BoundedRunner
 from exporter.sources.engine import EngineSource, EngineTraffic
 from exporter.sources.host import HostSource
 from exporter.sources.nvml import NvmlSource
+from exporter.status import status
+from exporter.view import View
 
 log = structlog.get_logger("helios_exporter")
 
@@ -41,64 +44,22 @@ log = structlog.get_logger("helios_exporter")
 @dataclass
 class Sidecar:
     config: Config
-    poller: Poller
+    loop: PollLoop
+    keeper: RestoreKeeper
     registry: CollectorRegistry
     cache: ExpositionCache
     client: httpx.AsyncClient
     events_token: bytes | None
+    clock: Callable[[], float]
     closers: list[Any]
 
     def close(self) -> None:
-        self.poller.close()
+        self.loop.close()
         for closer in self.closers:
             closer.close()
 
     def status(self) -> dict[str, Any]:
-        p = self.poller
-        restore = p.keeper.view()
-        state = restore.state
-        window = state.window
-        snap = p.engine.snapshot
-        bounds = p.keeper.bounds
-        return {
-            "generation": snap.generation if snap else None,
-            "generation_derived": snap.generation_derived if snap else None,
-            "snapshot_dropped_fields": list(snap.dropped_fields) if snap else [],
-            "engine_url": self.config.engine_url,
-            "engine_up": p.engine.snapshot_current,
-            "restore": {
-                "phase": state.phase,
-                "window_open": window is not None,
-                "window": None if window is None else {
-                    "start": window.start,
-                    "cause": window.cause,
-                    "request_cutoff_deadline": window.deadline(bounds, "request_cutoff"),
-                    "restore_deadline": window.deadline(bounds, "restore"),
-                    "seconds_to_request_cutoff": window.deadline(bounds, "request_cutoff")
-                    - time.time(),
-                    "seconds_to_restore_deadline": window.deadline(bounds, "restore")
-                    - time.time(),
-                    "last_inflight": window.last_inflight,
-                    "drained": window.drained,
-                    "incumbent": None if window.incumbent is None else vars_of(window.incumbent),
-                    "restored": None if window.restored is None else vars_of(window.restored),
-                    "preflight": window.preflight,
-                },
-                "checks": state.checks,
-                "last_window": None if state.last_window is None else vars_of(state.last_window),
-                "state_file": str(restore.state_file),
-                "state_write_errors": restore.write_errors,
-                "last_state_write_error": restore.last_write_error or None,
-            },
-            "bounds": {"request_cutoff": bounds.request_cutoff,
-                       "restore_bound": bounds.restore_bound, "down_grace": bounds.down_grace},
-            "sources": {name: h.as_status() for name, h in p.health.items()},
-            "poll_cycles": p.cycles,
-        }
-
-
-def vars_of(obj: Any) -> dict[str, Any]:
-    return {k: getattr(obj, k) for k in obj.__slots__}
+        return status(self.loop.view, self.keeper.bounds, self.config, self.clock())
 
 
 def build(
@@ -129,16 +90,23 @@ def build(
     registry = CollectorRegistry(auto_describe=False)
     cache = ExpositionCache(registry)
     keeper = RestoreKeeper(StateStore(config.state_dir), bounds, preflight_probes, clock)
-    poller = Poller(engine, traffic, keeper, config.poll_interval, config.max_series_per_family,
-                    blocking, clock, on_cycle=cache.invalidate)
-    registry.register(OffloadCollector(lambda: poller.engine, lambda: keeper.view().state))
-    registry.register(PassthroughCollector(lambda: poller.engine))
-    registry.register(RestoreCollector(keeper.view, bounds))
-    registry.register(ExporterCollector(poller))
-    for collector in _blocking_collectors(poller):
-        registry.register(collector)
+    loop = PollLoop(engine, keeper, config.poll_interval,
+                    max_series_per_family=config.max_series_per_family, blocking=blocking,
+                    clock=clock, on_publish=lambda _: cache.invalidate())
+
+    def view() -> View:
+        return loop.view
+
+    registry.register(OffloadCollector(lambda: view().engine, lambda: view().restore.state))
+    registry.register(PassthroughCollector(lambda: view().engine))
+    registry.register(RestoreCollector(lambda: view().restore, bounds))
+    registry.register(ExporterCollector(view))
+    registry.register(HostCollector(lambda: view().latest.get("host")))
+    if "nvml" in blocking:
+        registry.register(GpuCollector(lambda: view().latest.get("nvml"),
+                                       lambda: view().engine.snapshot))
     token = None if config.events_token_file is None else read_token(config.events_token_file)
-    return Sidecar(config, poller, registry, cache, client, token, closers)
+    return Sidecar(config, loop, keeper, registry, cache, client, token, clock, closers)
 
 
 def _probe(client: httpx.AsyncClient, url: str, config: Config, auth: str | None) -> PreflightProbe:
@@ -162,14 +130,6 @@ def _blocking_sources(config: Config) -> tuple[dict[str, BoundedRunner[Any]], li
     return runners, closers
 
 
-def _blocking_collectors(poller: Poller) -> list[Any]:
-    collectors: list[Any] = [HostCollector(lambda: poller.latest.get("host"))]
-    if "nvml" in poller.blocking:
-        collectors.append(GpuCollector(lambda: poller.latest.get("nvml"),
-                                       lambda: poller.engine.snapshot))
-    return collectors
-
-
 def _bind(host: str, port: int) -> socket.socket:
     """Bind before starting: a busy port is a clear error and exit 1, not a crash in a task."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -188,7 +148,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: the sidecar stops the poller first."""
+    """uvicorn without its own signal handling: the sidecar stops the poll loop first."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -197,9 +157,8 @@ class _Server(uvicorn.Server):
 
 async def serve(config: Config) -> int:
     sidecar = build(config)
-    poller = sidecar.poller
-    poller.load_state()
-    app = build_app(poller, sidecar.cache, sidecar.status, sidecar.events_token)
+    sidecar.loop.load_state()
+    app = build_app(sidecar.loop, sidecar.cache, sidecar.status, sidecar.events_token)
     server = _Server(uvicorn.Config(
         app, host=config.listen_host, port=config.listen_port, log_config=None,
         access_log=False, lifespan="off", timeout_graceful_shutdown=2,
@@ -213,30 +172,28 @@ async def serve(config: Config) -> int:
         await sidecar.client.aclose()
         return 1
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     log.info("sidecar_starting", engine_url=config.engine_url,
              listen=f"{config.listen_host}:{config.listen_port}",
              poll_interval=config.poll_interval, state_dir=str(config.state_dir),
              events_api=sidecar.events_token is not None,
-             preflight=list(poller.keeper.probes), sources=list(poller.blocking))
+             preflight=list(sidecar.keeper.probes), sources=list(sidecar.loop.blocking_sources))
     try:
-        async with _running(poller, sidecar.client, server, sock, stop):
+        async with _running(sidecar, server, sock, stop):
             await stop.wait()
     finally:
         sidecar.close()
-    log.info("sidecar_stopped", cycles=poller.cycles)
+    log.info("sidecar_stopped", cycles=sidecar.loop.view.cycles)
     return 0
 
 
 @contextlib.asynccontextmanager
 async def _running(
-    poller: Poller, client: httpx.AsyncClient, server: uvicorn.Server, sock: socket.socket,
-    stop: asyncio.Event,
+    sidecar: Sidecar, server: uvicorn.Server, sock: socket.socket, stop: asyncio.Event
 ) -> AsyncIterator[None]:
     server_task = asyncio.create_task(server.serve(sockets=[sock]))
-    poll_task = asyncio.create_task(poller.run_forever())
+    poll_task = asyncio.create_task(sidecar.loop.run_forever())
     server_task.add_done_callback(lambda _: stop.set())
     try:
         yield
@@ -246,8 +203,8 @@ async def _running(
         poll_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await poll_task
-        poller.keeper.flush()
+        sidecar.keeper.flush()
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await server_task
-        await client.aclose()
+        await sidecar.client.aclose()

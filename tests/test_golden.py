@@ -52,17 +52,17 @@ def engine_exposition(polls: list[dict[str, Any]], metrics: str, tmp_path: Path)
     async def run() -> None:
         for snap in polls:
             engine.snapshot = snap
-            await sidecar.poller.cycle()
+            await sidecar.loop.cycle()
         await sidecar.client.aclose()
 
     asyncio.run(run())
     registry = CollectorRegistry()
-    poller = sidecar.poller
-    keeper = poller.keeper
-    registry.register(OffloadCollector(lambda: poller.engine, lambda: keeper.view().state))
-    registry.register(PassthroughCollector(lambda: poller.engine))
-    registry.register(RestoreCollector(keeper.view, keeper.bounds))
-    sidecar.poller.close()
+    loop = sidecar.loop
+    view = loop.view
+    registry.register(OffloadCollector(lambda: view.engine, lambda: view.restore.state))
+    registry.register(PassthroughCollector(lambda: view.engine))
+    registry.register(RestoreCollector(lambda: view.restore, sidecar.keeper.bounds))
+    sidecar.loop.close()
     return generate_latest(registry)
 
 

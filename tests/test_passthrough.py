@@ -5,7 +5,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import passthrough
 from exporter.collectors.passthrough import PassthroughCollector
-from exporter.poller import EngineState
+from exporter.derive import EnginePicture
 from tests.conftest import REAL
 from tests.helpers import promtool_check_metrics
 
@@ -14,7 +14,7 @@ SGLANG = (REAL / "sglang_production_metrics.prom").read_text()
 
 def render(parsed: passthrough.Parsed, generation: str = "g-1") -> bytes:
     registry = CollectorRegistry()
-    state = EngineState(passthrough=parsed, passthrough_generation=generation)
+    state = EnginePicture(passthrough=parsed, passthrough_generation=generation)
     registry.register(PassthroughCollector(lambda: state))
     return generate_latest(registry)
 

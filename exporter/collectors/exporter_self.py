@@ -7,21 +7,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
 
 from exporter.collectors.families import counter, gauge
 from exporter.labels import ERROR_REASONS, SOURCES
-from exporter.poller import Poller
+from exporter.view import View
 
 
 class ExporterCollector:
-    def __init__(self, poller: Poller) -> None:
-        self._poller = poller
+    def __init__(self, view: Callable[[], View]) -> None:
+        self._view = view
 
     def collect(self) -> Iterator[Metric]:
-        p = self._poller
+        p = self._view()
         up = gauge("helios_exporter_source_up", "1 when the source's latest poll succeeded.",
                    ["source"])
         errors = counter("helios_exporter_source_errors_total",
@@ -31,12 +31,12 @@ class ExporterCollector:
         duration = gauge("helios_exporter_source_poll_duration_seconds",
                          "Duration of the source's latest poll.", ["source"])
         for source in SOURCES:
-            health = p.health[source]
+            health = p.sources[source]
             if not health.enabled or health.up is None:
                 continue
             up.add_metric([source], 1.0 if health.up else 0.0)
             for reason in ERROR_REASONS:
-                if health.errors[reason]:
+                if health.errors.get(reason):
                     errors.add_metric([source, reason], health.errors[reason])
             if health.last_success is not None:
                 last.add_metric([source], health.last_success)
@@ -46,11 +46,11 @@ class ExporterCollector:
         reqs = counter("helios_exporter_engine_requests_total",
                        "Requests the sidecar made to the engine, by path and outcome.",
                        ["path", "outcome"])
-        for (path, outcome), value in sorted(p.traffic.requests.items()):
+        for (path, outcome), value in sorted(p.engine_requests.items()):
             reqs.add_metric([path, outcome], value)
         size = counter("helios_exporter_engine_response_bytes_total",
                        "Body bytes the sidecar read from the engine, by path.", ["path"])
-        for path, value in sorted(p.traffic.response_bytes.items()):
+        for path, value in sorted(p.engine_response_bytes.items()):
             size.add_metric([path], value)
         yield from (reqs, size)
         eng = p.engine

@@ -1,7 +1,7 @@
 """The restore window as a pure state machine (docs/interface.md section 6).
 
 `step(state, input, config)` returns the next `RestoreState`; it reads no clock and does no I/O,
-so every transition is unit-tested with plain numbers and the poller persists whatever comes out.
+so every transition is unit-tested with plain numbers and the restore keeper persists whatever comes out.
 """
 
 from __future__ import annotations

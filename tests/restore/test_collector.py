@@ -172,13 +172,13 @@ def test_text_and_openmetrics_exposition_parse() -> None:
 
 def test_inflight_survives_a_restart_mid_window_before_the_engine_answers() -> None:
     from exporter.collectors.offload import OffloadCollector
-    from exporter.poller import EngineState
+    from exporter.derive import EnginePicture
     from exporter.restore.window import Engine, Window
 
     window = Window(start=100.0, cause="drain", incumbent=Engine("g-old", "sha256:a", "c1"),
                     last_inflight=3, seen_not_open=True)
     state = RestoreState(phase="down", window=window)
     reg = CollectorRegistry()
-    reg.register(OffloadCollector(EngineState, lambda: state))
+    reg.register(OffloadCollector(EnginePicture, lambda: state))
     assert reg.get_sample_value("helios_engine_inflight_requests", {"generation": "g-old"}) == 3
     assert reg.get_sample_value("helios_engine_up") == 0

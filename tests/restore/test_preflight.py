@@ -162,7 +162,7 @@ def test_refused_port() -> None:
     assert ok is False and detail.startswith("transport")
 
 
-# -- the poller runs the probes while verifying and the window closes once both pass ---------------
+# -- the loop runs the probes while verifying and the window closes once both pass ---------------
 
 def test_poller_runs_probes_and_closes_the_window(tmp_path: Path) -> None:
     engine = MockEngine(snapshot_obj(admission="draining", inflight=0))
@@ -183,25 +183,25 @@ def test_poller_runs_probes_and_closes_the_window(tmp_path: Path) -> None:
     sidecar = make_sidecar(tmp_path, transport, clock=lambda: next(clock),
                            preflight_direct_url=URL,
                            preflight_routed_url="http://router.test/v1/completions")
-    poller = sidecar.poller
-    assert poller.keeper.bounds.preflight == ("direct", "routed")
+    loop = sidecar.loop
+    assert sidecar.keeper.bounds.preflight == ("direct", "routed")
 
     async def go() -> None:
-        await poller.cycle()  # draining: the window opens
+        await loop.cycle()  # draining: the window opens
         engine.down = True
-        await poller.cycle()
+        await loop.cycle()
         engine.down = False
         engine.snapshot = snapshot_obj(generation="g2")
-        await poller.cycle()  # open again: verifying, direct fails, routed passes
-        assert poller.keeper.view().state.phase == "verifying"
-        assert poller.keeper.view().state.window is not None
-        await poller.cycle()  # direct passes now; routed is not probed again
+        await loop.cycle()  # open again: verifying, direct fails, routed passes
+        assert loop.view.restore.state.phase == "verifying"
+        assert loop.view.restore.state.window is not None
+        await loop.cycle()  # direct passes now; routed is not probed again
         await sidecar.client.aclose()
 
     asyncio.run(go())
-    poller.close()
+    loop.close()
     assert calls == ["direct", "routed", "direct"]
-    state = poller.keeper.view().state
+    state = loop.view.restore.state
     assert state.window is None
     assert state.checks["preflight_direct"] is True and state.checks["preflight_routed"] is True
     assert state.checks["fresh_generation"] is True and state.checks["drained_admission"] is True
