@@ -16,27 +16,23 @@ import httpx
 import structlog
 import uvicorn
 from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
 
 from exporter.app import ExpositionCache, build_app
-from exporter.collectors.exporter_self import ExporterCollector
-from exporter.collectors.gpu import GpuCollector
-from exporter.collectors.host import HostCollector
-from exporter.collectors.offload import OffloadCollector
-from exporter.collectors.passthrough import PassthroughCollector
-from exporter.collectors.restore import RestoreCollector
 from exporter.config import Config
 from exporter.loop import PollLoop
+from exporter.registry import build_registry
 from exporter.restore import preflight
 from exporter.restore.events import read_token
 from exporter.restore.keeper import PreflightProbe, RestoreKeeper
 from exporter.restore.store import StateStore
 from exporter.restore.window import Bounds
+from exporter.sources.base import Result
 from exporter.sources.blocking import BoundedRunner
 from exporter.sources.engine import EngineSource, EngineTraffic
-from exporter.sources.host import HostSource
-from exporter.sources.nvml import NvmlSource
+from exporter.sources.host import HostReport, HostSource
+from exporter.sources.nvml import GpuReport, NvmlSource
 from exporter.status import status
-from exporter.view import View
 
 log = structlog.get_logger("helios_exporter")
 
@@ -67,15 +63,22 @@ def build(
     *,
     transport: httpx.AsyncBaseTransport | None = None,
     clock: Callable[[], float] = time.time,
+    timer: Callable[[], float] = time.perf_counter,
+    host: Callable[[], Result[HostReport]] | None = None,
+    nvml: Callable[[], Result[GpuReport]] | None = None,
+    process: Collector | None = None,
+    platform: Collector | None = None,
+    build_info: Collector | None = None,
 ) -> Sidecar:
-    """The sidecar for `config`. Tests inject the engine's HTTP transport and the wall clock."""
+    """The sidecar for `config`. Everything it reads can be injected (tests do): the engine's
+    HTTP transport, the wall clock, the timer of durations, the host and NVML polls (instead of
+    psutil and the NVML library), and the process/platform/build-info collectors."""
     timeout = httpx.Timeout(config.timeout)
     client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=8),
                                headers={"User-Agent": "helios-exporter/0.1"},
                                transport=transport)
-    traffic = EngineTraffic()
-    engine = EngineSource(client, config.engine_url, config.max_response_bytes, traffic,
-                          clock=clock, timeout=config.timeout)
+    engine = EngineSource(client, config.engine_url, config.max_response_bytes, EngineTraffic(),
+                          clock=clock, timeout=config.timeout, timer=timer)
     preflight_probes: dict[str, PreflightProbe] = {}
     auth = None
     if config.preflight_auth_file is not None:
@@ -86,25 +89,16 @@ def build(
             preflight_probes[probe] = _probe(client, url, config, auth)
     bounds = Bounds(config.request_cutoff, config.restore_bound, config.down_grace,
                     tuple(preflight_probes))
-    blocking, closers = _blocking_sources(config)
-    registry = CollectorRegistry(auto_describe=False)
-    cache = ExpositionCache(registry)
+    blocking, closers = _blocking_sources(config, host, nvml)
     keeper = RestoreKeeper(StateStore(config.state_dir), bounds, preflight_probes, clock)
+    # A published view makes the cached exposition stale (`cache` is bound just below, before
+    # any cycle can run).
     loop = PollLoop(engine, keeper, config.poll_interval,
                     max_series_per_family=config.max_series_per_family, blocking=blocking,
-                    clock=clock, on_publish=lambda _: cache.invalidate())
-
-    def view() -> View:
-        return loop.view
-
-    registry.register(OffloadCollector(lambda: view().engine, lambda: view().restore.state))
-    registry.register(PassthroughCollector(lambda: view().engine))
-    registry.register(RestoreCollector(lambda: view().restore, bounds))
-    registry.register(ExporterCollector(view))
-    registry.register(HostCollector(lambda: view().latest.get("host")))
-    if "nvml" in blocking:
-        registry.register(GpuCollector(lambda: view().latest.get("nvml"),
-                                       lambda: view().engine.snapshot))
+                    clock=clock, timer=timer, on_publish=lambda _: cache.invalidate())
+    registry = build_registry(lambda: loop.view, bounds, gpu="nvml" in blocking, process=process,
+                              platform=platform, build_info=build_info)
+    cache = ExpositionCache(registry)
     token = None if config.events_token_file is None else read_token(config.events_token_file)
     return Sidecar(config, loop, keeper, registry, cache, client, token, clock, closers)
 
@@ -116,17 +110,24 @@ def _probe(client: httpx.AsyncClient, url: str, config: Config, auth: str | None
     return run
 
 
-def _blocking_sources(config: Config) -> tuple[dict[str, BoundedRunner[Any]], list[Any]]:
-    """The host source always, NVML unless --no-nvml; with their collectors' inputs."""
-    host = HostSource(config.engine_pid_file, config.engine_process_name)
-    runners: dict[str, BoundedRunner[Any]] = {"host": BoundedRunner("host", host.poll, 2.0)}
+def _blocking_sources(
+    config: Config,
+    host: Callable[[], Result[HostReport]] | None,
+    nvml: Callable[[], Result[GpuReport]] | None,
+) -> tuple[dict[str, BoundedRunner[Any]], list[Any]]:
+    """The host source always, NVML unless --no-nvml; and what to close at shutdown."""
+    if host is None:
+        host = HostSource(config.engine_pid_file, config.engine_process_name).poll
+    runners: dict[str, BoundedRunner[Any]] = {"host": BoundedRunner("host", host, 2.0)}
     closers: list[Any] = []
     if not config.no_nvml:
-        # Each GPU gets at most half the source's bound, so one stuck GPU is reported as down
-        # while the others still answer within the poll.
-        nvml = NvmlSource(gpu_timeout=min(1.0, config.nvml_timeout / 2))
-        runners["nvml"] = BoundedRunner("nvml", nvml.poll, config.nvml_timeout)
-        closers.append(nvml)
+        if nvml is None:
+            # Each GPU gets at most half the source's bound, so one stuck GPU is reported as
+            # down while the others still answer within the poll.
+            source = NvmlSource(gpu_timeout=min(1.0, config.nvml_timeout / 2))
+            closers.append(source)
+            nvml = source.poll
+        runners["nvml"] = BoundedRunner("nvml", nvml, config.nvml_timeout)
     return runners, closers
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import jsonschema
 
-from exporter.labels import ErrorReason
+from exporter.labels import IDENTITY_FIELDS, ErrorReason
 
 AdmissionState = Literal["open", "draining", "closed"]
 
@@ -203,7 +203,7 @@ def _drop_unusable_identity(obj: Any) -> tuple[Any, tuple[str, ...]]:
     if not isinstance(obj, dict) or not isinstance(ident := obj.get("identity"), dict):
         return obj, ()
     dropped = tuple(
-        f"identity.{k}" for k in _IDENTITY_FIELDS
+        f"identity.{k}" for k in IDENTITY_FIELDS
         if k in ident and not (isinstance(ident[k], str) and _label_re().fullmatch(ident[k]))
     )
     if not dropped:
@@ -266,13 +266,11 @@ def _check_anchored(obj: dict[str, Any]) -> None:
             raise SnapshotError(ErrorReason.SCHEMA, "must not end in a newline", path)
 
 
-_IDENTITY_FIELDS = ("image_digest", "container_id", "package", "checkpoint")
-
 
 def _build(obj: dict[str, Any]) -> Snapshot:
     identity = None
     if (ident := obj.get("identity")) is not None:
-        identity = Identity(*(ident.get(k) for k in _IDENTITY_FIELDS))
+        identity = Identity(*(ident.get(k) for k in IDENTITY_FIELDS))
     started_at = obj.get("started_at")
     if started_at is not None:
         started_at = float(started_at)

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
 
-from exporter.collectors.families import counter, gauge
-from exporter.restore.keeper import RestoreView
-from exporter.restore.window import CAUSES, CHECKS, OUTCOMES, PHASES, Bounds
+from exporter.collectors.families import counter, gauge, zero_filled
+from exporter.restore.keeper import EVENT_RESULTS, RestoreView
+from exporter.restore.window import CAUSES, CHECKS, EVENT_KINDS, OUTCOMES, PHASES, Bounds
 
 
 class RestoreCollector:
@@ -84,6 +84,7 @@ class RestoreCollector:
         events = counter("helios_restore_events_total",
                          "Events received on POST /restore/events by event and result.",
                          ["event", "result"])
-        for (event, result), value in sorted(status.events.items()):
+        closed = [(event, result) for event in EVENT_KINDS for result in EVENT_RESULTS]
+        for (event, result), value in zero_filled(closed, status.events):
             events.add_metric([event, result], value)
         yield events

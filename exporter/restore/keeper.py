@@ -39,8 +39,7 @@ from exporter.snapshot import Snapshot
 log = structlog.get_logger("helios_exporter.restore")
 
 PreflightProbe = Callable[[], Awaitable[tuple[bool, str]]]
-EVENT_KINDS: Final = ("drain_started", "restore_started", "window_closed", "abort")
-EVENT_RESULTS: Final = ("accepted", "duplicate")
+EVENT_RESULTS: Final = ("accepted", "duplicate")  # helios_restore_events_total{result}
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ CHECKS: Final = (
     "preflight_routed",
 )
 OUTCOMES: Final = ("in_time", "late", "aborted")
+EVENT_KINDS: Final = ("drain_started", "restore_started", "window_closed", "abort")
 MAX_EVENT_IDS: Final = 1000
 
 

@@ -55,8 +55,14 @@ def test_initial_state() -> None:
     assert names(reg) == {"helios_restore_window_open", "helios_restore_phase",
                           "helios_restore_state_write_errors_total",
                           "helios_restore_state_corrupt_total",
-                          "helios_restore_state_read_errors_total"}
+                          "helios_restore_state_read_errors_total", "helios_restore_events_total"}
     assert reg.get_sample_value("helios_restore_state_write_errors_total") == 0
+    # every event x result at 0 from the start, so that increase() sees the first one
+    events = {dict(k[1])["event"] + "/" + dict(k[1])["result"]: v for k, v in series(reg).items()
+              if k[0] == "helios_restore_events_total"}
+    assert events == {f"{e}/{r}": 0.0 for e in ("drain_started", "restore_started",
+                                                "window_closed", "abort")
+                      for r in ("accepted", "duplicate")}
 
 
 def test_open_window_exports_start_and_deadlines() -> None:
