@@ -14,11 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from exporter.defaults import PAGE_HEADROOM_RATIO
 from exporter.labels import MISS_REASONS, miss_reason
 from exporter.passthrough import Parsed
 from exporter.snapshot import Offload, Snapshot
-
-PAGE_HEADROOM_RATIO = 0.25
 
 
 def miss_counts(misses: Mapping[str, int]) -> dict[str, int]:

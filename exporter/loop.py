@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 
 from exporter import derive, logs
+from exporter.defaults import MAX_SERIES_PER_FAMILY
 from exporter.restore.keeper import EventOutcome, RestoreKeeper
 from exporter.restore.window import EventKind
 from exporter.snapshot import Snapshot
@@ -38,7 +39,7 @@ class PollLoop:
         keeper: RestoreKeeper,
         interval: float,
         *,
-        max_series_per_family: int = 200,
+        max_series_per_family: int = MAX_SERIES_PER_FAMILY,
         blocking: Mapping[str, BoundedRunner[Any]] | None = None,
         clock: Callable[[], float] = time.time,
         timer: Callable[[], float] = time.perf_counter,

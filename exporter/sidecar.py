@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from exporter.app import ExpositionCache, build_app
 from exporter.config import Config
+from exporter.defaults import HOST_TIMEOUT
 from exporter.loop import PollLoop
 from exporter.registry import build_registry
 from exporter.restore import preflight
@@ -118,7 +119,7 @@ def _blocking_sources(
     """The host source always, NVML unless --no-nvml; and what to close at shutdown."""
     if host is None:
         host = HostSource(config.engine_pid_file, config.engine_process_name).poll
-    runners: dict[str, BoundedRunner[Any]] = {"host": BoundedRunner("host", host, 2.0)}
+    runners: dict[str, BoundedRunner[Any]] = {"host": BoundedRunner("host", host, HOST_TIMEOUT)}
     closers: list[Any] = []
     if not config.no_nvml:
         if nvml is None:

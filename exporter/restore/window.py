@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
+from exporter.defaults import DOWN_GRACE, REQUEST_CUTOFF, RESTORE_BOUND
 from exporter.snapshot import Snapshot
 
 Phase = Literal["serving", "draining", "drained", "down", "restoring", "verifying"]
@@ -33,9 +34,9 @@ MAX_EVENT_IDS: Final = 1000
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    request_cutoff: float = 4200.0
-    restore_bound: float = 5400.0
-    down_grace: float = 60.0
+    request_cutoff: float = REQUEST_CUTOFF
+    restore_bound: float = RESTORE_BOUND
+    down_grace: float = DOWN_GRACE
     preflight: tuple[str, ...] = ()  # configured probes: "direct", "routed"
 
 
