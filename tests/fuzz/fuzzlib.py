@@ -7,7 +7,6 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import derive, passthrough
 from exporter.collectors.offload import OffloadCollector
@@ -46,11 +45,6 @@ def render_passthrough(parsed: passthrough.Parsed, generation: str = "g-fuzz") -
     state = EnginePicture(passthrough=parsed, passthrough_generation=generation)
     registry.register(PassthroughCollector(lambda: state))
     return generate_latest(registry)
-
-
-def parse_back(text: bytes) -> dict[str, Any]:
-    """The exposition parsed by prometheus_client's own parser (raises on invalid text)."""
-    return {f.name: f for f in text_string_to_metric_families(text.decode("utf-8"))}
 
 
 def assert_offload_labels_bounded(fams: dict[str, Any]) -> None:

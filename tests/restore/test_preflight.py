@@ -16,6 +16,7 @@ import pytest
 from restore_helpers import MockEngine, make_sidecar, snapshot_obj
 
 from exporter.restore import preflight
+from tools.harness import free_port
 
 URL = "http://engine.test/v1/completions"
 
@@ -153,11 +154,7 @@ def test_real_server(server: str) -> None:
 
 
 def test_refused_port() -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     ok, detail = real_probe(f"http://127.0.0.1:{port}/v1/completions")
     assert ok is False and detail.startswith("transport")
 
