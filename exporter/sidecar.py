@@ -31,8 +31,9 @@ from exporter.restore.window import Bounds
 from exporter.sources.base import Result
 from exporter.sources.blocking import BoundedRunner
 from exporter.sources.engine import EngineSource, EngineTraffic
+from exporter.sources.gpu_report import GpuReport
 from exporter.sources.host import HostReport, HostSource
-from exporter.sources.nvml import GpuReport, NvmlSource
+from exporter.sources.nvml import NvmlSource
 from exporter.status import status
 
 log = structlog.get_logger("helios_exporter")

@@ -21,8 +21,8 @@ from exporter.labels import ErrorReason
 from exporter.restore.store import STATE_FILE
 from exporter.sidecar import build
 from exporter.sources.base import Result
+from exporter.sources.gpu_report import GpuReport, GpuStats
 from exporter.sources.host import HostReport, ProcessStats
-from exporter.sources.nvml import GpuReport, GpuStats
 from tests.conftest import FIXTURES, REAL
 from tests.helpers import StubEngine, contract_example, promtool_check_metrics
 
