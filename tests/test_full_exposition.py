@@ -24,7 +24,7 @@ from exporter.sources.base import Result
 from exporter.sources.gpu_report import GpuReport, GpuStats
 from exporter.sources.host import HostReport, ProcessStats
 from tests.conftest import FIXTURES, REAL
-from tests.helpers import StubEngine, contract_example, promtool_check_metrics
+from tests.helpers import StubEngine, check_golden, contract_example
 
 INPUTS = FIXTURES / "full_exposition"
 GOLDEN = Path(__file__).parent / "golden" / "full_exposition.prom"
@@ -81,12 +81,7 @@ def full_exposition(tmp_path: Path) -> bytes:
 
 
 def test_full_exposition(tmp_path: Path, update_golden: bool) -> None:
-    text = full_exposition(tmp_path)
-    if update_golden:
-        GOLDEN.write_bytes(text)
-    promtool_check_metrics(text)
-    assert GOLDEN.exists(), f"missing {GOLDEN}: run pytest --update-golden and review the diff"
-    assert text.decode() == GOLDEN.read_text()
+    check_golden(full_exposition(tmp_path), GOLDEN, update_golden)
 
 
 def test_full_exposition_covers_every_collector(tmp_path: Path) -> None:
