@@ -115,7 +115,7 @@ def schema() -> dict[str, Any]:
 
 
 @cache
-def _validator() -> jsonschema.Draft202012Validator:
+def validator() -> jsonschema.Draft202012Validator:
     # The shipped schema keeps its `$defs` for readers; the validator gets them inlined, since
     # resolving a `$ref` costs more than checking what it points to (half of a poll's CPU).
     return jsonschema.Draft202012Validator(_inline_refs(schema(), schema().get("$defs", {})))
@@ -180,7 +180,7 @@ def snapshot_from_obj(obj: Any) -> Snapshot:
             "schema_version",
         )
     obj, dropped = _drop_unusable_identity(obj)
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(_check_misses(obj)))
+    error = jsonschema.exceptions.best_match(validator().iter_errors(_check_misses(obj)))
     if error is not None:
         # The message can echo input; keep it short, it goes to logs and /status only.
         raise SnapshotError(ErrorReason.SCHEMA, error.message[:200], _path(error.absolute_path))
