@@ -53,15 +53,11 @@ class PollLoop:
         self._clock = clock
         self._timer = timer
         self._on_publish = on_publish
-        view = View()
-        self._health = dict(view.sources)
+        # The loop's only state between cycles is the view it last published.
+        sources = dict(View().sources)
         for name in ("engine_snapshot", "engine_metrics", *self._blocking):
-            self._health[name] = SourceHealth(enabled=True)
-        self._latest: dict[str, Result[Any]] = {}
-        self._picture = view.engine
-        self._cycles = 0
-        self._last_duration: float | None = None
-        self._view = replace(view, sources=frozen(self._health), restore=keeper.view())
+            sources[name] = SourceHealth(enabled=True)
+        self._view = View(restore=keeper.view(), sources=frozen(sources))
 
     @property
     def view(self) -> View:
@@ -93,43 +89,33 @@ class PollLoop:
             self._engine_source.metrics(self._max_series),
             *(runner.poll() for runner in self._blocking.values()),
         )
-        self._record("engine_snapshot", snap_res)
-        self._record("engine_metrics", metrics_res)
-        for name, res in zip(self._blocking, blocking_res, strict=True):
-            self._record(name, res)
-        before = self._picture
-        self._picture = derive.advance_engine(before, snap_res.value, metrics_res.value)
-        _log_engine(before, self._picture, snap_res.value)
+        before = self._view
+        sources = dict(before.sources)
+        latest = dict(before.latest)
+        for name, res in (("engine_snapshot", snap_res), ("engine_metrics", metrics_res),
+                          *zip(self._blocking, blocking_res, strict=True)):
+            sources[name] = _recorded(name, sources[name], res)
+            if name in self._blocking:
+                latest[name] = res
+        engine = derive.advance_engine(before.engine, snap_res.value, metrics_res.value)
+        _log_engine(before.engine, engine, snap_res.value)
         await self._keeper.observe(now, snap_res.value)
-        self._cycles += 1
-        self._last_duration = self._timer() - t0
         traffic = self._engine_source.traffic
         self._publish(View(
-            engine=self._picture,
+            engine=engine,
             restore=self._keeper.view(),
-            sources=frozen(self._health),
-            latest=frozen(self._latest),
+            sources=frozen(sources),
+            latest=frozen(latest),
             engine_requests=frozen(traffic.requests),
             engine_response_bytes=frozen(traffic.response_bytes),
-            cycles=self._cycles,
-            last_cycle_duration=self._last_duration,
+            cycles=before.cycles + 1,
+            last_cycle_duration=self._timer() - t0,
         ))
 
     def _publish(self, view: View) -> None:
         self._view = view
         if self._on_publish is not None:
             self._on_publish(view)
-
-    def _record(self, name: str, res: Result[Any]) -> None:
-        was_up = self._health[name].up
-        self._health[name] = self._health[name].recorded(res)
-        if name in self._blocking:
-            self._latest[name] = res
-        if res.ok and was_up is False:
-            log.info("source_recovered", source=name)
-        elif not res.ok and was_up is not False:
-            # Logged on the transition only: a dead engine is one line, not one per poll.
-            log.warning("source_down", source=name, reason=res.reason, error=res.message)
 
     async def run_forever(self) -> None:
         """Cycles aligned to the interval; a slow cycle delays the next one, never stacks."""
@@ -146,6 +132,15 @@ class PollLoop:
     def close(self) -> None:
         for runner in self._blocking.values():
             runner.close()
+
+
+def _recorded(name: str, health: SourceHealth, res: Result[Any]) -> SourceHealth:
+    if res.ok and health.up is False:
+        log.info("source_recovered", source=name)
+    elif not res.ok and health.up is not False:
+        # Logged on the transition only: a dead engine is one line, not one per poll.
+        log.warning("source_down", source=name, reason=res.reason, error=res.message)
+    return health.recorded(res)
 
 
 def _log_engine(before: derive.EnginePicture, after: derive.EnginePicture,

@@ -79,8 +79,9 @@ def build(
     client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=8),
                                headers={"User-Agent": "helios-exporter/0.1"},
                                transport=transport)
-    engine = EngineSource(client, config.engine_url, config.max_response_bytes, EngineTraffic(),
-                          clock=clock, timeout=config.timeout, timer=timer)
+    engine_source = EngineSource(client, config.engine_url, config.max_response_bytes,
+                                 EngineTraffic(), clock=clock, timeout=config.timeout,
+                                 timer=timer)
     preflight_probes: dict[str, PreflightProbe] = {}
     auth = None
     if config.preflight_auth_file is not None:
@@ -95,7 +96,7 @@ def build(
     keeper = RestoreKeeper(StateStore(config.state_dir), bounds, preflight_probes, clock)
     # A published view makes the cached exposition stale (`cache` is bound just below, before
     # any cycle can run).
-    loop = PollLoop(engine, keeper, config.poll_interval,
+    loop = PollLoop(engine_source, keeper, config.poll_interval,
                     max_series_per_family=config.max_series_per_family, blocking=blocking,
                     clock=clock, timer=timer, on_publish=lambda _: cache.invalidate())
     registry = build_registry(lambda: loop.view, bounds, gpu="nvml" in blocking, process=process,

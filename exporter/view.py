@@ -24,6 +24,10 @@ def frozen(mapping: Mapping[Any, Any]) -> Mapping[Any, Any]:
     return MappingProxyType(dict(mapping))
 
 
+def _empty() -> Mapping[Any, Any]:
+    return MappingProxyType({})
+
+
 def _no_sources() -> Mapping[str, SourceHealth]:
     return frozen({name: SourceHealth(enabled=False) for name in SOURCES})
 
@@ -33,9 +37,9 @@ class View:
     engine: EnginePicture = field(default_factory=EnginePicture)
     restore: RestoreView = field(default_factory=RestoreView)
     sources: Mapping[str, SourceHealth] = field(default_factory=_no_sources)  # every SOURCES name
-    latest: Mapping[str, Result[Any]] = field(default_factory=dict)  # blocking sources: host, nvml
-    engine_requests: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (path, outcome)
-    engine_response_bytes: Mapping[str, int] = field(default_factory=dict)  # by path
+    latest: Mapping[str, Result[Any]] = field(default_factory=_empty)  # blocking: host, nvml
+    engine_requests: Mapping[tuple[str, str], int] = field(default_factory=_empty)  # path, outcome
+    engine_response_bytes: Mapping[str, int] = field(default_factory=_empty)  # by path
     cycles: int = 0
     last_cycle_duration: float | None = None  # seconds, all sources together
 
