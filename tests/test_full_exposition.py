@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 from prometheus_client import PlatformCollector, ProcessCollector
-from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.collectors.build_info import BuildInfoCollector
 from exporter.config import Config
@@ -25,6 +24,7 @@ from exporter.sources.gpu_report import GpuReport, GpuStats
 from exporter.sources.host import HostReport, ProcessStats
 from tests.conftest import FIXTURES, REAL
 from tests.helpers import StubEngine, check_golden, contract_example
+from tools.harness import families
 
 INPUTS = FIXTURES / "full_exposition"
 GOLDEN = Path(__file__).parent / "golden" / "full_exposition.prom"
@@ -86,15 +86,15 @@ def test_full_exposition(tmp_path: Path, update_golden: bool) -> None:
 
 def test_full_exposition_covers_every_collector(tmp_path: Path) -> None:
     """The golden is only worth having if every collector of the registry shows in it."""
-    families = {f.name for f in text_string_to_metric_families(GOLDEN.read_text())}
+    fams = families(GOLDEN.read_text())
     for name in ("helios_engine_up", "helios_offload_slab_free", "helios_engine_native_prompt_tokens",
                  "helios_restore_window_open", "helios_restore_deadline_timestamp_seconds",
                  "helios_restore_events", "helios_exporter_source_errors",
                  "helios_exporter_engine_requests", "helios_host_memory_total_bytes",
                  "helios_engine_process_resident_bytes", "helios_gpu_up", "helios_gpu_rank_info",
                  "helios_exporter_build_info", "process_cpu_seconds", "python_info"):
-        assert name in families, name
-    samples: dict[str, Any] = {s.name: s.value for f in text_string_to_metric_families(
-        GOLDEN.read_text()) for s in f.samples if not s.labels}
+        assert name in fams, name
+    samples: dict[str, Any] = {s.name: s.value for f in fams.values() for s in f.samples
+                               if not s.labels}
     assert samples["helios_restore_window_start_timestamp_seconds"] == NOW - 1800
     assert samples["process_start_time_seconds"] == 1764388800.0

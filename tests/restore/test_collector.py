@@ -6,12 +6,12 @@ from collections import Counter
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
-from prometheus_client.parser import text_string_to_metric_families
 from restore_helpers import event, fail, final, poll
 
 from exporter.collectors.restore import RestoreCollector
 from exporter.restore.keeper import RestoreView
 from exporter.restore.window import CHECKS, PHASES, Bounds, RestoreState
+from tools.harness import families
 
 BOUNDS = Bounds(request_cutoff=4200.0, restore_bound=5400.0, down_grace=60.0)
 T0 = 1764389520.125
@@ -164,14 +164,14 @@ def test_phases_one_hot() -> None:
 def test_text_and_openmetrics_exposition_parse() -> None:
     reg = registry_for(RestoreView(state=closed(), events=Counter({("abort", "accepted"): 1})))
     text = generate_latest(reg).decode()
-    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    fams = families(text)
     assert fams["helios_restore_check_ok"].type == "gauge"
     assert fams["helios_restore_events"].type == "counter"
     om = openmetrics.generate_latest(reg).decode()  # type: ignore[no-untyped-call]
     assert om.endswith("# EOF\n")
     assert 'helios_restore_events_total{event="abort",result="accepted"} 1.0' in om
     open_text = generate_latest(registry_for(RestoreView(state=opened()))).decode()
-    parsed = {s.name: s.value for f in text_string_to_metric_families(open_text) for s in f.samples
+    parsed = {s.name: s.value for f in families(open_text).values() for s in f.samples
               if not s.labels}
     assert parsed["helios_restore_window_start_timestamp_seconds"] == T0  # no precision lost
 

@@ -161,7 +161,7 @@ def test_refused_port() -> None:
 
 # -- the loop runs the probes while verifying and the window closes once both pass ---------------
 
-def test_poller_runs_probes_and_closes_the_window(tmp_path: Path) -> None:
+def test_keeper_runs_probes_and_closes_the_window(tmp_path: Path) -> None:
     engine = MockEngine(snapshot_obj(admission="draining", inflight=0))
     results = {"direct": [False, True], "routed": [True, True]}
     calls: list[str] = []

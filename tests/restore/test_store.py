@@ -160,7 +160,7 @@ def test_corrupt_file_is_moved_aside_with_a_clear_error(tmp_path: Path, name: st
     assert s.load() is None  # the next start begins clean
 
 
-def test_poller_counts_corrupt_file_and_sidecar_keeps_working(tmp_path: Path) -> None:
+def test_keeper_counts_corrupt_file_and_sidecar_keeps_working(tmp_path: Path) -> None:
     (tmp_path / STATE_FILE).write_bytes(b"{not json")
     sidecar = make_sidecar(tmp_path)
     loop = sidecar.loop
@@ -237,7 +237,7 @@ def test_disk_full_keeps_the_old_state(tmp_path: Path) -> None:
     assert s.load() == old
 
 
-def test_disk_full_is_counted_by_the_poller(tmp_path: Path) -> None:
+def test_disk_full_is_counted_by_the_keeper(tmp_path: Path) -> None:
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full")
     sidecar = make_sidecar(tmp_path)
