@@ -1,36 +1,37 @@
-"""Shared helpers of the bench/ scripts: processes on 127.0.0.1, /proc readings, statistics.
+"""Shared helpers of the bench/ scripts: /proc readings, statistics, the machine; processes on
+127.0.0.1 come from tools/harness.py (shared with the tests).
 
-Small parts of tests/e2e/procs.py, without pytest: a benchmark reports a failure as a result
-("not measured: why") instead of failing a test. Every process started through `Procs` is stopped
-by `Procs.stop_all()` (SIGTERM, then SIGKILL after a grace period); the section scripts call it
+Every process started through `Procs` is stopped by `Procs.stop_all()`; the section scripts call it
 in a `finally`, and `install_sigterm()` turns SIGTERM into an exception so that `finally` also
 runs when bench/run stops a section that overran its time bound.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import platform
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[1]
-PYTHON = sys.executable
+sys.path.insert(0, str(ROOT))  # run as a script from bench/: tools/ is importable
+
+from tools import harness  # noqa: E402
+from tools.harness import PYTHON, Proc, free_port, wait_http, wait_until  # noqa: E402
+
+__all__ = ["PYTHON", "ROOT", "Proc", "Procs", "free_port", "wait_http", "wait_until"]
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MIB = 1024 * 1024
@@ -47,87 +48,12 @@ def install_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+class Procs(harness.Procs):
+    """tools.harness.Procs with the benchmarks' engine (steady, seeded) and node_exporter."""
 
-
-@dataclass
-class Proc:
-    name: str
-    args: list[str]
-    log: Path
-    env: dict[str, str] = field(default_factory=dict)
-    popen: subprocess.Popen[bytes] | None = None
-
-    @property
-    def pid(self) -> int:
-        assert self.popen is not None
-        return self.popen.pid
-
-    def start(self) -> Proc:
-        with self.log.open("ab") as out:
-            self.popen = subprocess.Popen(
-                self.args, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
-            )
-        return self
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def stop(self, timeout: float = 10.0) -> int | None:
-        if self.popen is None:
-            return None
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        return self.popen.returncode
-
-    def tail(self, lines: int = 30) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return ""
-
-
-class Procs:
-    """The processes of one benchmark section, stopped in reverse order."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.procs: list[Proc] = []
-
-    def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Proc:
-        proc = Proc(name, args, self.workdir / f"{name}.log", env or {}).start()
-        self.procs.append(proc)
-        return proc
-
-    def simulator(self, *extra: str, scenario: str = "steady", seed: int = 7,
+    def simulator(self, *extra: str, scenario: str = "steady", seed: int = 7,  # type: ignore[override]
                   name: str = "engine") -> tuple[Proc, str]:
-        port = free_port()
-        proc = self.start(name, [PYTHON, "-m", "exporter", "simulate", "--listen",
-                                 f"127.0.0.1:{port}", "--scenario", scenario, "--seed",
-                                 str(seed), *extra])
-        url = f"http://127.0.0.1:{port}"
-        wait_http(url + "/health", 60, proc)
-        return proc, url
-
-    def sidecar(self, engine_url: str, *extra: str, name: str = "sidecar",
-                env: dict[str, str] | None = None) -> tuple[Proc, str]:
-        port = free_port()
-        proc = self.start(name, [PYTHON, "-m", "exporter", "serve", "--engine-url", engine_url,
-                                 "--listen", f"127.0.0.1:{port}", "--state-dir",
-                                 str(self.workdir / f"{name}-state"), "--no-nvml",
-                                 "--log-format", "json", *extra], env=env)
-        url = f"http://127.0.0.1:{port}"
-        wait_http(url + "/readyz", 60, proc)
-        return proc, url
+        return super().simulator(scenario, "--seed", str(seed), *extra, name=name)
 
     def node_exporter(self, *extra: str) -> tuple[Proc, str]:
         binary = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
@@ -137,43 +63,8 @@ class Procs:
         proc = self.start("node-exporter", [binary, f"--web.listen-address=127.0.0.1:{port}",
                                             *extra])
         url = f"http://127.0.0.1:{port}"
-        wait_http(url + "/metrics", 60, proc)
+        wait_http(url + "/metrics", self.ready_timeout, proc)
         return proc, url
-
-    def stop_all(self) -> None:
-        for proc in reversed(self.procs):
-            with contextlib.suppress(Exception):
-                proc.stop()
-
-
-def wait_http(url: str, timeout: float, proc: Proc | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            resp = httpx.get(url, timeout=2.0)
-            if resp.status_code == 200:
-                return
-            last = f"HTTP {resp.status_code}"
-        except httpx.HTTPError as exc:
-            last = f"{type(exc).__name__}: {exc}"
-        if proc is not None and not proc.alive():
-            raise RuntimeError(f"{proc.name} exited while waiting for {url}:\n{proc.tail()}")
-        time.sleep(0.2)
-    extra = f"\n{proc.name} log:\n{proc.tail()}" if proc else ""
-    raise RuntimeError(f"timed out after {timeout}s waiting for {url} ({last}){extra}")
-
-
-def wait_until(check: Callable[[], Any], timeout: float, what: str,
-               interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
-            value = check()
-            if value:
-                return value
-        time.sleep(interval)
-    raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
 
 
 # -- /proc ----------------------------------------------------------------------------------------

@@ -4,9 +4,9 @@
 
 1. In process: `tests.helpers.make_sidecar` with a `StubEngine` (httpx MockTransport) serving the
    example snapshot of docs/interface.md (tests/fixtures/snapshots/contract_example.json) and the
-   real SGLang /metrics; `time.process_time()` around each `await poller.cycle()` (the CPU of every thread of
-   this process: the event loop, the parse threads and the host source's psutil thread), after a
-   warm-up. Beside it, for the analysis, the same clock around the cycle's parts called alone
+   real SGLang /metrics; `time.process_time()` around each `await loop.cycle()` (the CPU of every
+   thread of this process: the event loop, the parse threads and the host source's psutil thread),
+   after a warm-up. Beside it, for the analysis, the same clock around the cycle's parts called alone
    (snapshot parse + schema validation, pass-through parse, host source poll) and around one
    uncached render of /metrics, which a scrape pays once per cycle.
 2. Steady state: the real sidecar (`serve --no-nvml --poll-interval 1`) against the simulated
@@ -76,10 +76,16 @@ async def _async_cpu_times(call: Callable[[], Awaitable[Any]], reps: int) -> lis
     return out
 
 
-async def _both_gets(source: Any) -> None:
+async def _both_gets(client: Any) -> None:
+    """What EngineSource does before parsing: two bounded GETs, each under one deadline."""
     from exporter.sources.engine import METRICS_PATH, SNAPSHOT_PATH
+    from exporter.sources.http import bounded_get
 
-    await asyncio.gather(source._get(SNAPSHOT_PATH, "snapshot"), source._get(METRICS_PATH, "metrics"))
+    async def get(path: str) -> None:
+        async with asyncio.timeout(2.0):
+            await bounded_get(client, "http://engine.invalid" + path, 8 * 1024 * 1024)
+
+    await asyncio.gather(get(SNAPSHOT_PATH), get(METRICS_PATH))
 
 
 async def _two_hand_offs() -> None:
@@ -117,20 +123,21 @@ async def cycle_cost(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any
     snapshot = json.loads(SNAPSHOT.read_text())
     stub = StubEngine(snapshot, metrics=metrics_text)
     sidecar = make_sidecar(stub, state_dir)
-    poller = sidecar.poller
+    loop = sidecar.loop
     try:
         for _ in range(warmup):
-            await poller.cycle()
+            await loop.cycle()
         cpu, wall, render = [], [], []
         for _ in range(cycles):
             c0, w0 = time.process_time(), time.perf_counter()
-            await poller.cycle()
+            await loop.cycle()
             cpu.append(time.process_time() - c0)
             wall.append(time.perf_counter() - w0)
             r0 = time.process_time()
             body = sidecar.cache.render(False)
             render.append(time.process_time() - r0)
-        ok = poller.health["engine_snapshot"].up and poller.health["engine_metrics"].up
+        sources = loop.view.sources
+        ok = sources["engine_snapshot"].up and sources["engine_metrics"].up
         exported = sum(1 for ln in body.decode().splitlines() if ln and not ln.startswith("#"))
         requests = len(stub.requests)
     finally:
@@ -145,32 +152,33 @@ async def _cycles(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any]:
     import jsonschema
 
     from exporter import passthrough
-    from exporter.snapshot import _validator, parse_snapshot, schema
+    from exporter.snapshot import parse_snapshot, schema, validator
     from exporter.sources.host import HostSource
-    from tests.helpers import StubEngine, make_sidecar
+    from tests.helpers import StubEngine
 
     measured = await cycle_cost(cycles, warmup, state_dir)
     metrics_text = SGLANG.read_text()
     snapshot = json.loads(SNAPSHOT.read_text())
     body_json = SNAPSHOT.read_bytes()
     host = HostSource(None, None)
-    validator = _validator()
+    shipped = validator()
     inlined = jsonschema.Draft202012Validator(_inline_defs(schema()))
-    source = make_sidecar(StubEngine(snapshot, metrics=metrics_text), state_dir).poller.engine_source
+    client = httpx.AsyncClient(transport=httpx.MockTransport(StubEngine(snapshot,
+                                                                        metrics=metrics_text)))
     parts = {
         "snapshot: JSON decode": _cpu_times(lambda: json.loads(body_json), cycles),
         "snapshot: jsonschema validation (shipped validator)":
-            _cpu_times(lambda: list(validator.iter_errors(snapshot)), cycles),
+            _cpu_times(lambda: list(shipped.iter_errors(snapshot)), cycles),
         "snapshot: whole parse_snapshot (decode + validation + build)":
             _cpu_times(lambda: parse_snapshot(body_json), cycles),
         "pass-through parse": _cpu_times(lambda: passthrough.parse(metrics_text), cycles),
         "host source poll (psutil)": _cpu_times(host.poll, cycles),
         "both engine GETs through httpx + MockTransport, no parse":
-            await _async_cpu_times(lambda: _both_gets(source), cycles),
+            await _async_cpu_times(lambda: _both_gets(client), cycles),
         "two asyncio.to_thread hand-offs, empty":
             await _async_cpu_times(_two_hand_offs, cycles),
     }
-    await source.client.aclose()
+    await client.aclose()
     whatif = {
         "jsonschema validation with the schema's $defs inlined (what-if, not shipped)":
             _ms(_cpu_times(lambda: list(inlined.iter_errors(snapshot)), cycles)),

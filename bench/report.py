@@ -182,7 +182,7 @@ def poll_cost(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | None]
         f"({c['exposition_bytes']:,} bytes).", "",
         "| measure (time.process_time, all threads) | median | p99 | min | max |",
         "| --- | --- | --- | --- | --- |",
-        f"| **one `await poller.cycle()`** | **{ms(cpu['median_ms'])}** | {ms(cpu['p99_ms'])} "
+        f"| **one `await loop.cycle()`** | **{ms(cpu['median_ms'])}** | {ms(cpu['p99_ms'])} "
         f"| {ms(cpu['min_ms'])} | {ms(cpu['max_ms'])} |",
         f"| the same cycle, wall clock | {ms(c['wall']['median_ms'])} | {ms(c['wall']['p99_ms'])}"
         f" | {ms(c['wall']['min_ms'])} | {ms(c['wall']['max_ms'])} |",
@@ -206,7 +206,7 @@ def poll_cost(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | None]
     rest = cpu["median_ms"] - parts_total
     text = (f"The cycle's parts called alone (whole parse_snapshot, pass-through parse, host poll, "
             f"the two GETs, the two thread hand-offs) add up to {ms(parts_total)} of the median "
-            f"{ms(cpu['median_ms'])}; the other {ms(max(0.0, rest))} is the poller's own work "
+            f"{ms(cpu['median_ms'])}; the other {ms(max(0.0, rest))} is the poll loop's own work "
             "(derive, restore-window step, health records) and what running them together costs "
             "(a third thread for the host source, GIL hand-overs, garbage collection).")
     if validation:

@@ -1,7 +1,7 @@
-"""The HTTP app: it only serves what the poller and collectors already hold.
+"""The HTTP app: it only serves what the poll loop last published (its `View`).
 
-/metrics renders once per poll cycle (or restore event) and serves those bytes to every scraper:
-the data cannot change between cycles, so rendering per scrape would only spend CPU.
+/metrics renders once per published view (a poll cycle or a restore event) and serves those bytes
+to every scraper: the data cannot change in between, so rendering per scrape would only spend CPU.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
 
-from exporter.poller import Poller
+from exporter.loop import PollLoop
 from exporter.restore.events import MAX_BODY_BYTES, RestoreEventIn, RestoreEventOut, authorized
 
 log = structlog.get_logger("helios_exporter.app")
@@ -65,7 +65,7 @@ def wants_openmetrics(accept: str | None) -> bool:
 
 
 def build_app(
-    poller: Poller,
+    loop: PollLoop,
     cache: ExpositionCache,
     status: Callable[[], dict[str, Any]],
     events_token: bytes | None,
@@ -91,8 +91,9 @@ def build_app(
 
     @app.get("/readyz")
     async def readyz() -> Response:
-        if poller.ready.is_set():
-            return JSONResponse({"status": "ready", "cycles": poller.cycles})
+        view = loop.view
+        if view.ready:
+            return JSONResponse({"status": "ready", "cycles": view.cycles})
         return JSONResponse({"status": "waiting for the first poll cycle"}, status_code=503)
 
     @app.get("/status")
@@ -136,7 +137,7 @@ def build_app(
                                for p in e.get("loc", ())], "msg": e.get("msg", "")}
                       for e in errors]
             return JSONResponse({"detail": detail or "invalid JSON body"}, status_code=422)
-        duplicate, state, persisted = await poller.apply_event(event.id, event.event)
+        duplicate, state, persisted = await loop.apply_event(event.id, event.event)
         audit.info("restore_event", event_id=event.id, restore_event=event.event,
                    duplicate=duplicate, note=event.note, phase=state.phase, persisted=persisted,
                    client=request.client.host if request.client else None)

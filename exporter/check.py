@@ -16,14 +16,14 @@ async def check(config: Config) -> int:
     with tempfile.TemporaryDirectory(prefix="helios-check-") as tmp:
         sidecar = build(replace(config, state_dir=Path(tmp), no_nvml=True))
         try:
-            await sidecar.poller.cycle()
+            await sidecar.loop.cycle()
         finally:
             await sidecar.client.aclose()
             sidecar.close()
         sys.stdout.write(sidecar.cache.render(False).decode())
         problems = [
             f"{name}: {health.last_reason}: {health.last_error}"
-            for name, health in sidecar.poller.health.items()
+            for name, health in sidecar.loop.view.sources.items()
             if name.startswith("engine_") and health.up is False
         ]
     for line in problems:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from exporter import defaults
 from exporter.logs import FORMATS as LOG_FORMATS
 from exporter.logs import LEVELS as LOG_LEVELS
 
@@ -48,23 +49,27 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("--engine-url", "url", None, "Engine base URL (required), e.g. http://127.0.0.1:8000.",
            ("serve", "check")),
-    Option("--listen", "listen", "0.0.0.0:9400", "HOST:PORT the sidecar serves on."),
-    Option("--poll-interval", "float", 5.0, "Seconds between poll cycles of every source."),
-    Option("--timeout", "float", 2.0, "Seconds allowed for one engine request (whole body).",
-           ("serve", "check")),
-    Option("--max-response-bytes", "int", 8 * 1024 * 1024,
+    Option("--listen", "listen", f"{defaults.LISTEN_HOST}:{defaults.LISTEN_PORT}",
+           "HOST:PORT the sidecar serves on."),
+    Option("--poll-interval", "float", defaults.POLL_INTERVAL,
+           "Seconds between poll cycles of every source."),
+    Option("--timeout", "float", defaults.ENGINE_TIMEOUT,
+           "Seconds allowed for one engine request (whole body).", ("serve", "check")),
+    Option("--max-response-bytes", "int", defaults.MAX_RESPONSE_BYTES,
            "Largest engine response body read; larger ones count as too_large.", ("serve", "check")),
-    Option("--state-dir", "path", "/var/lib/helios-exporter",
+    Option("--state-dir", "path", defaults.STATE_DIR,
            "Directory for the durable restore-window state (must survive the sidecar)."),
     Option("--no-nvml", "bool", False, "Do not load NVML (no GPU metrics)."),
-    Option("--nvml-timeout", "float", 2.0, "Seconds one NVML poll may take before the GPU is "
-           "reported hung."),
+    Option("--nvml-timeout", "float", defaults.NVML_TIMEOUT,
+           "Seconds one NVML poll may take before the GPU is reported hung."),
     Option("--events-token-file", "path", None,
            "File holding the bearer token for POST /restore/events; without it the endpoint is "
            "disabled."),
-    Option("--request-cutoff", "float", 4200.0, "Seconds from window start to the request cutoff."),
-    Option("--restore-bound", "float", 5400.0, "Seconds from window start to the restore deadline."),
-    Option("--down-grace", "float", 60.0,
+    Option("--request-cutoff", "float", defaults.REQUEST_CUTOFF,
+           "Seconds from window start to the request cutoff."),
+    Option("--restore-bound", "float", defaults.RESTORE_BOUND,
+           "Seconds from window start to the restore deadline."),
+    Option("--down-grace", "float", defaults.DOWN_GRACE,
            "Seconds the engine may be unreachable before a restore window opens."),
     Option("--preflight-direct-url", "url", None,
            "Completion URL probed directly on the engine after a restore (opt-in)."),
@@ -74,46 +79,49 @@ OPTIONS: tuple[Option, ...] = (
            "File holding an Authorization header value sent with preflight probes."),
     Option("--preflight-model", "str", None,
            "model of the preflight completion (omitted: the engine's default model)."),
-    Option("--preflight-max-tokens", "int", 4, "max_tokens of the preflight completion."),
-    Option("--preflight-timeout", "float", 10.0, "Seconds a preflight probe may take."),
+    Option("--preflight-max-tokens", "int", defaults.PREFLIGHT_MAX_TOKENS,
+           "max_tokens of the preflight completion."),
+    Option("--preflight-timeout", "float", defaults.PREFLIGHT_TIMEOUT,
+           "Seconds a preflight probe may take."),
     Option("--engine-pid-file", "path", None, "File holding the engine's pid (host source)."),
     Option("--engine-process-name", "str", None,
            "Engine process name to look for when no pid file is given (host source)."),
-    Option("--max-series-per-family", "int", 200,
+    Option("--max-series-per-family", "int", defaults.MAX_SERIES_PER_FAMILY,
            "Cardinality guard: most series exported per engine pass-through family."),
-    Option("--log-format", "str", "auto", "auto (console on a terminal, else JSON), json, logfmt or "
-           "console; every line on stderr, library logs included, is in this format.",
+    Option("--log-format", "str", defaults.LOG_FORMAT,
+           "auto (console on a terminal, else JSON), json, logfmt or console; every line on "
+           "stderr, library logs included, is in this format.", ("serve", "check")),
+    Option("--log-level", "str", defaults.LOG_LEVEL, "debug, info, warning or error.",
            ("serve", "check")),
-    Option("--log-level", "str", "info", "debug, info, warning or error.", ("serve", "check")),
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Config:
     engine_url: str
-    listen_host: str = "0.0.0.0"
-    listen_port: int = 9400
-    poll_interval: float = 5.0
-    timeout: float = 2.0
-    max_response_bytes: int = 8 * 1024 * 1024
-    state_dir: Path = Path("/var/lib/helios-exporter")
+    listen_host: str = defaults.LISTEN_HOST
+    listen_port: int = defaults.LISTEN_PORT
+    poll_interval: float = defaults.POLL_INTERVAL
+    timeout: float = defaults.ENGINE_TIMEOUT
+    max_response_bytes: int = defaults.MAX_RESPONSE_BYTES
+    state_dir: Path = Path(defaults.STATE_DIR)
     no_nvml: bool = False
-    nvml_timeout: float = 2.0
+    nvml_timeout: float = defaults.NVML_TIMEOUT
     events_token_file: Path | None = None
-    request_cutoff: float = 4200.0
-    restore_bound: float = 5400.0
-    down_grace: float = 60.0
+    request_cutoff: float = defaults.REQUEST_CUTOFF
+    restore_bound: float = defaults.RESTORE_BOUND
+    down_grace: float = defaults.DOWN_GRACE
     preflight_direct_url: str | None = None
     preflight_routed_url: str | None = None
     preflight_auth_file: Path | None = None
     preflight_model: str | None = None
-    preflight_max_tokens: int = 4
-    preflight_timeout: float = 10.0
+    preflight_max_tokens: int = defaults.PREFLIGHT_MAX_TOKENS
+    preflight_timeout: float = defaults.PREFLIGHT_TIMEOUT
     engine_pid_file: Path | None = None
     engine_process_name: str | None = None
-    max_series_per_family: int = 200
-    log_format: str = "auto"
-    log_level: str = "info"
+    max_series_per_family: int = defaults.MAX_SERIES_PER_FAMILY
+    log_format: str = defaults.LOG_FORMAT
+    log_level: str = defaults.LOG_LEVEL
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -158,7 +166,7 @@ def _convert(opt: Option, raw: Any, errors: list[str]) -> Any:
         host, sep, port = text.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             errors.append(f"{where}: expected HOST:PORT, got {text!r}")
-            return ("0.0.0.0", 9400)
+            return (defaults.LISTEN_HOST, defaults.LISTEN_PORT)
         return (host.strip("[]"), int(port))
     try:
         converted = conv[opt.kind](text)
@@ -190,7 +198,7 @@ def load(args: argparse.Namespace, command: str, environ: Mapping[str, str] | No
         values[opt.dest] = _convert(opt, raw, errors)
     if values.get("engine_url") is None:
         errors.append("--engine-url / HELIOS_EXPORTER_ENGINE_URL is required")
-    listen = values.pop("listen", ("0.0.0.0", 9400))
+    listen = values.pop("listen", (defaults.LISTEN_HOST, defaults.LISTEN_PORT))
     values["listen_host"], values["listen_port"] = listen
     _validate(values, errors)
     if errors:
@@ -218,9 +226,9 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
         errors.append(f"--down-grace: must be 0 or more, got {v['down_grace']}")
     if v.get("request_cutoff", 0) > v.get("restore_bound", float("inf")):
         errors.append("--request-cutoff: must not be later than --restore-bound")
-    if v.get("log_format", "auto") not in LOG_FORMATS:
+    if v.get("log_format", defaults.LOG_FORMAT) not in LOG_FORMATS:
         errors.append(f"--log-format: expected {_one_of(LOG_FORMATS)}, got {v['log_format']!r}")
-    if v.get("log_level", "info") not in LOG_LEVELS:
+    if v.get("log_level", defaults.LOG_LEVEL) not in LOG_LEVELS:
         errors.append(f"--log-level: expected {_one_of(LOG_LEVELS)}, got {v['log_level']!r}")
     for key in ("events_token_file", "preflight_auth_file"):
         path = v.get(key)

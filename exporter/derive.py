@@ -3,17 +3,21 @@
 - `miss_counts`: engine miss keys folded onto the closed reason set.
 - `advance_headroom`: `helios_offload_row_pressure_with_page_headroom_total`, carried across polls.
 - `counter_decreases`: cumulative engine counters that went down within one generation.
+- `advance_engine`: the engine picture the collectors render, from the previous one and this
+  cycle's snapshot and pass-through results.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
+from exporter.defaults import PAGE_HEADROOM_RATIO
 from exporter.labels import MISS_REASONS, miss_reason
+from exporter.passthrough import Parsed
 from exporter.snapshot import Offload, Snapshot
-
-PAGE_HEADROOM_RATIO = 0.25
 
 
 def miss_counts(misses: Mapping[str, int]) -> dict[str, int]:
@@ -106,3 +110,67 @@ def counter_decreases(prev: Snapshot | None, snap: Snapshot) -> list[str]:
     before = offload_counters(prev.offload)
     after = offload_counters(snap.offload)
     return sorted(k for k, v in after.items() if k in before and v < before[k])
+
+
+def _frozen(counts: Mapping[str, int]) -> Mapping[str, int]:
+    return MappingProxyType(dict(counts))
+
+
+def _added(counts: Mapping[str, int], more: Mapping[str, int] | tuple[str, ...]) -> Mapping[str, int]:
+    total = Counter(counts)
+    total.update(more)
+    return _frozen(total)
+
+
+@dataclass(frozen=True, slots=True)
+class EnginePicture:
+    """What the collectors render for the engine after one cycle."""
+
+    snapshot: Snapshot | None = None  # last good snapshot
+    snapshot_current: bool = False  # the latest poll produced it
+    headroom: Headroom | None = None
+    counter_decreases: int = 0
+    decreased_fields: tuple[str, ...] = ()  # of this cycle
+    passthrough: Parsed | None = None
+    passthrough_generation: str | None = None
+    labels_dropped: Mapping[str, int] = field(default_factory=lambda: _frozen({}))  # by family
+    fields_dropped: Mapping[str, int] = field(default_factory=lambda: _frozen({}))  # polls, by field
+    malformed_lines: int = 0
+    generations_seen: int = 0
+
+
+def advance_engine(
+    prev: EnginePicture, snap: Snapshot | None, parsed: Parsed | None
+) -> EnginePicture:
+    """The engine picture after one cycle; `snap`/`parsed` are None when their poll failed."""
+    snapshot, headroom, generations = prev.snapshot, prev.headroom, prev.generations_seen
+    decreased: tuple[str, ...] = ()
+    fields_dropped = prev.fields_dropped
+    if snap is not None:
+        if snapshot is None or snapshot.generation != snap.generation:
+            generations += 1
+        decreased = tuple(counter_decreases(snapshot, snap))
+        if snap.dropped_fields:
+            fields_dropped = _added(fields_dropped, snap.dropped_fields)
+        headroom = advance_headroom(headroom, snap)
+        snapshot = snap
+    labels_dropped, malformed = prev.labels_dropped, prev.malformed_lines
+    if parsed is not None:
+        if parsed.labels_dropped:
+            labels_dropped = _added(labels_dropped, parsed.labels_dropped)
+        malformed += parsed.malformed_lines
+    return EnginePicture(
+        snapshot=snapshot,
+        snapshot_current=snap is not None,
+        headroom=headroom,
+        counter_decreases=prev.counter_decreases + len(decreased),
+        decreased_fields=decreased,
+        passthrough=parsed,
+        # Tagged only with a generation seen in this very cycle: right after a restart the old
+        # one would mislabel the new engine's counters.
+        passthrough_generation=snap.generation if snap is not None else None,
+        labels_dropped=labels_dropped,
+        fields_dropped=fields_dropped,
+        malformed_lines=malformed,
+        generations_seen=generations,
+    )

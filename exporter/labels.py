@@ -23,7 +23,10 @@ MISS_REASONS: Final = (
     "other",
 )
 SOURCES: Final = ("engine_snapshot", "engine_metrics", "nvml", "host")
-ENGINE_PATHS: Final = ("snapshot", "metrics", "health")
+ENGINE_PATHS: Final = ("snapshot", "metrics")  # what the sidecar requests from the engine
+# `helios_exporter_snapshot_fields_dropped_total{field}`: identity fields left out of a snapshot.
+IDENTITY_FIELDS: Final = ("image_digest", "container_id", "package", "checkpoint")
+DROPPABLE_FIELDS: Final = tuple(f"identity.{k}" for k in IDENTITY_FIELDS)
 
 
 class ErrorReason(StrEnum):
@@ -46,6 +49,10 @@ class ErrorReason(StrEnum):
 
 
 ERROR_REASONS: Final = tuple(r.value for r in ErrorReason)
+# `helios_exporter_engine_requests_total{outcome}`: ok, or why the request itself failed.
+FETCH_OUTCOMES: Final = ("ok", *(r.value for r in (
+    ErrorReason.CONNECT, ErrorReason.TIMEOUT, ErrorReason.HTTP_STATUS, ErrorReason.TOO_LARGE,
+    ErrorReason.DECODE, ErrorReason.OTHER)))
 
 
 def miss_reason(engine_key: str) -> str:

@@ -21,6 +21,8 @@ from typing import Final, Literal
 
 from prometheus_client.utils import floatToGoString
 
+from exporter.defaults import MAX_SERIES_PER_FAMILY
+
 FamilyType = Literal["counter", "gauge", "histogram"]
 
 # Engine family (after the vendor prefix) -> type. Summing collapsed series is right for counters
@@ -96,7 +98,7 @@ def _parse_labels(text: str) -> list[tuple[str, str]] | None:
 def parse(
     text: str,
     allow: dict[str, FamilyType] | None = None,
-    max_series_per_family: int = 200,
+    max_series_per_family: int = MAX_SERIES_PER_FAMILY,
     cache: SeriesCache | None = None,
 ) -> Parsed:
     """Filter an engine exposition down to the allow-listed families. Never raises on bad text."""

@@ -1,4 +1,5 @@
-"""Assemble the sidecar from a Config: sources, poller, collectors, app; and run it."""
+"""Assemble the sidecar from a Config: sources, restore keeper, poll loop, collectors, app; and run
+it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import contextlib
 import signal
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,24 +16,25 @@ import httpx
 import structlog
 import uvicorn
 from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
 
 from exporter.app import ExpositionCache, build_app
-from exporter.collectors.exporter_self import ExporterCollector
-from exporter.collectors.gpu import GpuCollector
-from exporter.collectors.host import HostCollector
-from exporter.collectors.offload import OffloadCollector
-from exporter.collectors.passthrough import PassthroughCollector
-from exporter.collectors.restore import RestoreCollector
 from exporter.config import Config
-from exporter.poller import Poller, PreflightProbe
+from exporter.defaults import HOST_TIMEOUT
+from exporter.loop import PollLoop
+from exporter.registry import build_registry
 from exporter.restore import preflight
 from exporter.restore.events import read_token
+from exporter.restore.keeper import PreflightProbe, RestoreKeeper
 from exporter.restore.store import StateStore
 from exporter.restore.window import Bounds
+from exporter.sources.base import Result
 from exporter.sources.blocking import BoundedRunner
 from exporter.sources.engine import EngineSource, EngineTraffic
-from exporter.sources.host import HostSource
+from exporter.sources.gpu_report import GpuReport
+from exporter.sources.host import HostReport, HostSource
 from exporter.sources.nvml import NvmlSource
+from exporter.status import status
 
 log = structlog.get_logger("helios_exporter")
 
@@ -40,72 +42,46 @@ log = structlog.get_logger("helios_exporter")
 @dataclass
 class Sidecar:
     config: Config
-    poller: Poller
+    loop: PollLoop
+    keeper: RestoreKeeper
     registry: CollectorRegistry
     cache: ExpositionCache
     client: httpx.AsyncClient
     events_token: bytes | None
+    clock: Callable[[], float]
     closers: list[Any]
 
     def close(self) -> None:
-        self.poller.close()
+        self.loop.close()
         for closer in self.closers:
             closer.close()
 
     def status(self) -> dict[str, Any]:
-        p = self.poller
-        state = p.restore.state
-        window = state.window
-        snap = p.engine.snapshot
-        bounds = p.bounds
-        return {
-            "generation": snap.generation if snap else None,
-            "generation_derived": snap.generation_derived if snap else None,
-            "snapshot_dropped_fields": list(snap.dropped_fields) if snap else [],
-            "engine_url": self.config.engine_url,
-            "engine_up": p.engine.snapshot_current,
-            "restore": {
-                "phase": state.phase,
-                "window_open": window is not None,
-                "window": None if window is None else {
-                    "start": window.start,
-                    "cause": window.cause,
-                    "request_cutoff_deadline": window.deadline(bounds, "request_cutoff"),
-                    "restore_deadline": window.deadline(bounds, "restore"),
-                    "seconds_to_request_cutoff": window.deadline(bounds, "request_cutoff")
-                    - time.time(),
-                    "seconds_to_restore_deadline": window.deadline(bounds, "restore")
-                    - time.time(),
-                    "last_inflight": window.last_inflight,
-                    "drained": window.drained,
-                    "incumbent": None if window.incumbent is None else vars_of(window.incumbent),
-                    "restored": None if window.restored is None else vars_of(window.restored),
-                    "preflight": window.preflight,
-                },
-                "checks": state.checks,
-                "last_window": None if state.last_window is None else vars_of(state.last_window),
-                "state_file": str(p.store.path),
-                "state_write_errors": p.restore.write_errors,
-                "last_state_write_error": p.restore.last_write_error or None,
-            },
-            "bounds": {"request_cutoff": bounds.request_cutoff,
-                       "restore_bound": bounds.restore_bound, "down_grace": bounds.down_grace},
-            "sources": {name: h.as_status() for name, h in p.health.items()},
-            "poll_cycles": p.cycles,
-        }
+        return status(self.loop.view, self.keeper.bounds, self.config, self.clock())
 
 
-def vars_of(obj: Any) -> dict[str, Any]:
-    return {k: getattr(obj, k) for k in obj.__slots__}
-
-
-def build(config: Config) -> Sidecar:
+def build(
+    config: Config,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Callable[[], float] = time.time,
+    timer: Callable[[], float] = time.perf_counter,
+    host: Callable[[], Result[HostReport]] | None = None,
+    nvml: Callable[[], Result[GpuReport]] | None = None,
+    process: Collector | None = None,
+    platform: Collector | None = None,
+    build_info: Collector | None = None,
+) -> Sidecar:
+    """The sidecar for `config`. Everything it reads can be injected (tests do): the engine's
+    HTTP transport, the wall clock, the timer of durations, the host and NVML polls (instead of
+    psutil and the NVML library), and the process/platform/build-info collectors."""
     timeout = httpx.Timeout(config.timeout)
     client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=8),
-                               headers={"User-Agent": "helios-exporter/0.1"})
-    traffic = EngineTraffic()
-    engine = EngineSource(client, config.engine_url, config.max_response_bytes, traffic,
-                          timeout=config.timeout)
+                               headers={"User-Agent": "helios-exporter/0.1"},
+                               transport=transport)
+    engine_source = EngineSource(client, config.engine_url, config.max_response_bytes,
+                                 EngineTraffic(), clock=clock, timeout=config.timeout,
+                                 timer=timer)
     preflight_probes: dict[str, PreflightProbe] = {}
     auth = None
     if config.preflight_auth_file is not None:
@@ -116,20 +92,18 @@ def build(config: Config) -> Sidecar:
             preflight_probes[probe] = _probe(client, url, config, auth)
     bounds = Bounds(config.request_cutoff, config.restore_bound, config.down_grace,
                     tuple(preflight_probes))
-    blocking, closers = _blocking_sources(config)
-    registry = CollectorRegistry(auto_describe=False)
+    blocking, closers = _blocking_sources(config, host, nvml)
+    keeper = RestoreKeeper(StateStore(config.state_dir), bounds, preflight_probes, clock)
+    # A published view makes the cached exposition stale (`cache` is bound just below, before
+    # any cycle can run).
+    loop = PollLoop(engine_source, keeper, config.poll_interval,
+                    max_series_per_family=config.max_series_per_family, blocking=blocking,
+                    clock=clock, timer=timer, on_publish=lambda _: cache.invalidate())
+    registry = build_registry(lambda: loop.view, bounds, gpu="nvml" in blocking, process=process,
+                              platform=platform, build_info=build_info)
     cache = ExpositionCache(registry)
-    poller = Poller(engine, traffic, bounds, StateStore(config.state_dir), config.poll_interval,
-                    config.max_series_per_family, blocking, preflight_probes,
-                    on_cycle=cache.invalidate)
-    registry.register(OffloadCollector(lambda: poller.engine, lambda: poller.restore.state))
-    registry.register(PassthroughCollector(lambda: poller.engine))
-    registry.register(RestoreCollector(lambda: poller.restore, bounds))
-    registry.register(ExporterCollector(poller))
-    for collector in _blocking_collectors(poller):
-        registry.register(collector)
     token = None if config.events_token_file is None else read_token(config.events_token_file)
-    return Sidecar(config, poller, registry, cache, client, token, closers)
+    return Sidecar(config, loop, keeper, registry, cache, client, token, clock, closers)
 
 
 def _probe(client: httpx.AsyncClient, url: str, config: Config, auth: str | None) -> PreflightProbe:
@@ -139,26 +113,25 @@ def _probe(client: httpx.AsyncClient, url: str, config: Config, auth: str | None
     return run
 
 
-def _blocking_sources(config: Config) -> tuple[dict[str, BoundedRunner[Any]], list[Any]]:
-    """The host source always, NVML unless --no-nvml; with their collectors' inputs."""
-    host = HostSource(config.engine_pid_file, config.engine_process_name)
-    runners: dict[str, BoundedRunner[Any]] = {"host": BoundedRunner("host", host.poll, 2.0)}
+def _blocking_sources(
+    config: Config,
+    host: Callable[[], Result[HostReport]] | None,
+    nvml: Callable[[], Result[GpuReport]] | None,
+) -> tuple[dict[str, BoundedRunner[Any]], list[Any]]:
+    """The host source always, NVML unless --no-nvml; and what to close at shutdown."""
+    if host is None:
+        host = HostSource(config.engine_pid_file, config.engine_process_name).poll
+    runners: dict[str, BoundedRunner[Any]] = {"host": BoundedRunner("host", host, HOST_TIMEOUT)}
     closers: list[Any] = []
     if not config.no_nvml:
-        # Each GPU gets at most half the source's bound, so one stuck GPU is reported as down
-        # while the others still answer within the poll.
-        nvml = NvmlSource(gpu_timeout=min(1.0, config.nvml_timeout / 2))
-        runners["nvml"] = BoundedRunner("nvml", nvml.poll, config.nvml_timeout)
-        closers.append(nvml)
+        if nvml is None:
+            # Each GPU gets at most half the source's bound, so one stuck GPU is reported as
+            # down while the others still answer within the poll.
+            source = NvmlSource(gpu_timeout=min(1.0, config.nvml_timeout / 2))
+            closers.append(source)
+            nvml = source.poll
+        runners["nvml"] = BoundedRunner("nvml", nvml, config.nvml_timeout)
     return runners, closers
-
-
-def _blocking_collectors(poller: Poller) -> list[Any]:
-    collectors: list[Any] = [HostCollector(lambda: poller.latest.get("host"))]
-    if "nvml" in poller.blocking:
-        collectors.append(GpuCollector(lambda: poller.latest.get("nvml"),
-                                       lambda: poller.engine.snapshot))
-    return collectors
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -179,7 +152,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: the sidecar stops the poller first."""
+    """uvicorn without its own signal handling: the sidecar stops the poll loop first."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -188,9 +161,8 @@ class _Server(uvicorn.Server):
 
 async def serve(config: Config) -> int:
     sidecar = build(config)
-    poller = sidecar.poller
-    poller.load_state()
-    app = build_app(poller, sidecar.cache, sidecar.status, sidecar.events_token)
+    sidecar.loop.load_state()
+    app = build_app(sidecar.loop, sidecar.cache, sidecar.status, sidecar.events_token)
     server = _Server(uvicorn.Config(
         app, host=config.listen_host, port=config.listen_port, log_config=None,
         access_log=False, lifespan="off", timeout_graceful_shutdown=2,
@@ -204,29 +176,28 @@ async def serve(config: Config) -> int:
         await sidecar.client.aclose()
         return 1
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     log.info("sidecar_starting", engine_url=config.engine_url,
              listen=f"{config.listen_host}:{config.listen_port}",
              poll_interval=config.poll_interval, state_dir=str(config.state_dir),
              events_api=sidecar.events_token is not None,
-             preflight=list(poller.preflight), sources=list(poller.blocking))
+             preflight=list(sidecar.keeper.probes), sources=list(sidecar.loop.blocking_sources))
     try:
-        async with _running(poller, server, sock, stop):
+        async with _running(sidecar, server, sock, stop):
             await stop.wait()
     finally:
         sidecar.close()
-    log.info("sidecar_stopped", cycles=poller.cycles)
+    log.info("sidecar_stopped", cycles=sidecar.loop.view.cycles)
     return 0
 
 
 @contextlib.asynccontextmanager
 async def _running(
-    poller: Poller, server: uvicorn.Server, sock: socket.socket, stop: asyncio.Event
+    sidecar: Sidecar, server: uvicorn.Server, sock: socket.socket, stop: asyncio.Event
 ) -> AsyncIterator[None]:
     server_task = asyncio.create_task(server.serve(sockets=[sock]))
-    poll_task = asyncio.create_task(poller.run_forever())
+    poll_task = asyncio.create_task(sidecar.loop.run_forever())
     server_task.add_done_callback(lambda _: stop.set())
     try:
         yield
@@ -236,8 +207,8 @@ async def _running(
         poll_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await poll_task
-        poller._persist(poller.restore.state)
+        sidecar.keeper.flush()
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await server_task
-        await poller.engine_source.client.aclose()
+        await sidecar.client.aclose()

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import jsonschema
 
-from exporter.labels import ErrorReason
+from exporter.labels import IDENTITY_FIELDS, ErrorReason
 
 AdmissionState = Literal["open", "draining", "closed"]
 
@@ -115,7 +115,7 @@ def schema() -> dict[str, Any]:
 
 
 @cache
-def _validator() -> jsonschema.Draft202012Validator:
+def validator() -> jsonschema.Draft202012Validator:
     # The shipped schema keeps its `$defs` for readers; the validator gets them inlined, since
     # resolving a `$ref` costs more than checking what it points to (half of a poll's CPU).
     return jsonschema.Draft202012Validator(_inline_refs(schema(), schema().get("$defs", {})))
@@ -180,7 +180,7 @@ def snapshot_from_obj(obj: Any) -> Snapshot:
             "schema_version",
         )
     obj, dropped = _drop_unusable_identity(obj)
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(_check_misses(obj)))
+    error = jsonschema.exceptions.best_match(validator().iter_errors(_check_misses(obj)))
     if error is not None:
         # The message can echo input; keep it short, it goes to logs and /status only.
         raise SnapshotError(ErrorReason.SCHEMA, error.message[:200], _path(error.absolute_path))
@@ -203,7 +203,7 @@ def _drop_unusable_identity(obj: Any) -> tuple[Any, tuple[str, ...]]:
     if not isinstance(obj, dict) or not isinstance(ident := obj.get("identity"), dict):
         return obj, ()
     dropped = tuple(
-        f"identity.{k}" for k in _IDENTITY_FIELDS
+        f"identity.{k}" for k in IDENTITY_FIELDS
         if k in ident and not (isinstance(ident[k], str) and _label_re().fullmatch(ident[k]))
     )
     if not dropped:
@@ -266,13 +266,11 @@ def _check_anchored(obj: dict[str, Any]) -> None:
             raise SnapshotError(ErrorReason.SCHEMA, "must not end in a newline", path)
 
 
-_IDENTITY_FIELDS = ("image_digest", "container_id", "package", "checkpoint")
-
 
 def _build(obj: dict[str, Any]) -> Snapshot:
     identity = None
     if (ident := obj.get("identity")) is not None:
-        identity = Identity(*(ident.get(k) for k in _IDENTITY_FIELDS))
+        identity = Identity(*(ident.get(k) for k in IDENTITY_FIELDS))
     started_at = obj.get("started_at")
     if started_at is not None:
         started_at = float(started_at)

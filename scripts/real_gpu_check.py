@@ -21,7 +21,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from exporter.collectors.gpu import GpuCollector
 from exporter.sources.base import Result
-from exporter.sources.nvml import GpuReport, NvmlSource
+from exporter.sources.gpu_report import GpuReport
+from exporter.sources.nvml import NvmlSource
 
 MEASURED = ("name", "memory_used_bytes", "memory_total_bytes", "utilization_ratio", "power_watts",
             "power_limit_watts", "energy_joules", "temperature_celsius", "sm_clock_hertz",

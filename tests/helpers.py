@@ -36,6 +36,15 @@ def promtool_check_metrics(text: bytes) -> None:
     assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
 
 
+def check_golden(text: bytes, path: Path, update: bool) -> None:
+    """`text` is a valid exposition equal to the golden file (`--update-golden` rewrites it)."""
+    if update:
+        path.write_bytes(text)
+    promtool_check_metrics(text)
+    assert path.exists(), f"missing {path}: run pytest --update-golden and review the diff"
+    assert text.decode() == path.read_text()
+
+
 class StubEngine:
     """An httpx.MockTransport handler serving a snapshot and a /metrics text that tests mutate."""
 
@@ -68,8 +77,4 @@ def make_sidecar(engine: StubEngine, state_dir: Path, **overrides: Any) -> Any:
 
     config = Config(engine_url="http://engine.invalid", state_dir=state_dir, no_nvml=True,
                     **overrides)
-    sidecar = build(config)
-    client = httpx.AsyncClient(transport=httpx.MockTransport(engine))
-    sidecar.client = client
-    sidecar.poller.engine_source.client = client
-    return sidecar
+    return build(config, transport=httpx.MockTransport(engine))

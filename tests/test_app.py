@@ -11,7 +11,7 @@ from tests.helpers import StubEngine, make_sidecar, promtool_check_metrics
 
 async def _client_for(engine: StubEngine, tmp_path: Path):  # type: ignore[no-untyped-def]
     sidecar = make_sidecar(engine, tmp_path)
-    app = build_app(sidecar.poller, sidecar.cache, sidecar.status, None)
+    app = build_app(sidecar.loop, sidecar.cache, sidecar.status, None)
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sidecar")
     return sidecar, client
 
@@ -22,7 +22,7 @@ def test_endpoints_before_and_after_first_cycle(tmp_path: Path) -> None:
         sidecar, client = await _client_for(engine, tmp_path)
         assert (await client.get("/healthz")).status_code == 200
         assert (await client.get("/readyz")).status_code == 503
-        await sidecar.poller.cycle()
+        await sidecar.loop.cycle()
         assert (await client.get("/readyz")).status_code == 200
         text = await client.get("/metrics")
         assert text.headers["content-type"].startswith("text/plain; version=0.0.4")
@@ -37,7 +37,7 @@ def test_endpoints_before_and_after_first_cycle(tmp_path: Path) -> None:
         assert status["sources"]["engine_snapshot"]["up"] is True
         await client.aclose()
         await sidecar.client.aclose()
-        sidecar.poller.close()
+        sidecar.loop.close()
 
     asyncio.run(run())
 
@@ -46,17 +46,17 @@ def test_fifty_scrapes_cause_no_engine_requests(tmp_path: Path) -> None:
     async def run() -> None:
         engine = StubEngine()
         sidecar, client = await _client_for(engine, tmp_path)
-        await sidecar.poller.cycle()
+        await sidecar.loop.cycle()
         before = len(engine.requests)
         assert before == 2  # one snapshot, one /metrics
         bodies = await asyncio.gather(*(client.get("/metrics") for _ in range(50)))
         assert all(b.status_code == 200 for b in bodies)
         assert len(engine.requests) == before
-        await sidecar.poller.cycle()
+        await sidecar.loop.cycle()
         assert len(engine.requests) == before + 2
         await client.aclose()
         await sidecar.client.aclose()
-        sidecar.poller.close()
+        sidecar.loop.close()
 
     asyncio.run(run())
 
@@ -65,9 +65,9 @@ def test_broken_engine_keeps_a_valid_exposition_and_recovers(tmp_path: Path) -> 
     async def run() -> None:
         engine = StubEngine()
         sidecar, client = await _client_for(engine, tmp_path)
-        await sidecar.poller.cycle()
+        await sidecar.loop.cycle()
         engine.status = 502
-        await sidecar.poller.cycle()
+        await sidecar.loop.cycle()
         broken = await client.get("/metrics")
         promtool_check_metrics(broken.content)
         assert "helios_engine_up 0.0" in broken.text
@@ -76,11 +76,11 @@ def test_broken_engine_keeps_a_valid_exposition_and_recovers(tmp_path: Path) -> 
                 'source="engine_snapshot"} 1.0') in broken.text
         assert "helios_offload_slab_free" not in broken.text  # stale values are not shown
         engine.status = 200
-        await sidecar.poller.cycle()
+        await sidecar.loop.cycle()
         healed = await client.get("/metrics")
         assert "helios_engine_up 1.0" in healed.text and "helios_offload_slab_free" in healed.text
         await client.aclose()
         await sidecar.client.aclose()
-        sidecar.poller.close()
+        sidecar.loop.close()
 
     asyncio.run(run())

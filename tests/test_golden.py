@@ -13,7 +13,7 @@ from exporter.collectors.offload import OffloadCollector
 from exporter.collectors.passthrough import PassthroughCollector
 from exporter.collectors.restore import RestoreCollector
 from tests.conftest import REAL
-from tests.helpers import StubEngine, contract_example, make_sidecar, promtool_check_metrics
+from tests.helpers import StubEngine, check_golden, contract_example, make_sidecar
 
 GOLDEN = Path(__file__).parent / "golden"
 SGLANG = (REAL / "sglang_production_metrics.prom").read_text()
@@ -52,16 +52,17 @@ def engine_exposition(polls: list[dict[str, Any]], metrics: str, tmp_path: Path)
     async def run() -> None:
         for snap in polls:
             engine.snapshot = snap
-            await sidecar.poller.cycle()
+            await sidecar.loop.cycle()
         await sidecar.client.aclose()
 
     asyncio.run(run())
     registry = CollectorRegistry()
-    poller = sidecar.poller
-    registry.register(OffloadCollector(lambda: poller.engine, lambda: poller.restore.state))
-    registry.register(PassthroughCollector(lambda: poller.engine))
-    registry.register(RestoreCollector(lambda: poller.restore, poller.bounds))
-    sidecar.poller.close()
+    loop = sidecar.loop
+    view = loop.view
+    registry.register(OffloadCollector(lambda: view.engine, lambda: view.restore.state))
+    registry.register(PassthroughCollector(lambda: view.engine))
+    registry.register(RestoreCollector(lambda: view.restore, sidecar.keeper.bounds))
+    sidecar.loop.close()
     return generate_latest(registry)
 
 
@@ -69,12 +70,7 @@ def engine_exposition(polls: list[dict[str, Any]], metrics: str, tmp_path: Path)
 def test_golden_exposition(case: str, tmp_path: Path, update_golden: bool) -> None:
     polls, metrics = CASES[case]
     text = engine_exposition(polls, metrics, tmp_path)
-    path = GOLDEN / f"{case}.prom"
-    if update_golden:
-        path.write_bytes(text)
-    promtool_check_metrics(text)
-    assert path.exists(), f"missing {path}: run pytest --update-golden and review the diff"
-    assert text.decode() == path.read_text()
+    check_golden(text, GOLDEN / f"{case}.prom", update_golden)
 
 
 def test_golden_row_pressure_counts_the_second_poll(tmp_path: Path) -> None:

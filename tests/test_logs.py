@@ -49,7 +49,7 @@ def test_json_lines_carry_generation_and_phase(capsys: pytest.CaptureFixture[str
     sidecar = make_sidecar(StubEngine(), tmp_path)
 
     async def run() -> None:
-        await sidecar.poller.cycle()
+        await sidecar.loop.cycle()
         await sidecar.client.aclose()
 
     asyncio.run(run())

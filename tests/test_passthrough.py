@@ -1,20 +1,20 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import passthrough
 from exporter.collectors.passthrough import PassthroughCollector
-from exporter.poller import EngineState
+from exporter.derive import EnginePicture
 from tests.conftest import REAL
 from tests.helpers import promtool_check_metrics
+from tools.harness import families as exposition_families
 
 SGLANG = (REAL / "sglang_production_metrics.prom").read_text()
 
 
 def render(parsed: passthrough.Parsed, generation: str = "g-1") -> bytes:
     registry = CollectorRegistry()
-    state = EngineState(passthrough=parsed, passthrough_generation=generation)
+    state = EnginePicture(passthrough=parsed, passthrough_generation=generation)
     registry.register(PassthroughCollector(lambda: state))
     return generate_latest(registry)
 
@@ -27,7 +27,7 @@ def test_real_sglang_output_goes_through_and_passes_promtool() -> None:
     assert parsed.malformed_lines == 0
     text = render(parsed)
     promtool_check_metrics(text)
-    families = {f.name: f for f in text_string_to_metric_families(text.decode())}
+    families = exposition_families(text)
     prompt = families["helios_engine_native_prompt_tokens"]
     assert prompt.type == "counter"
     assert [(s.labels, s.value) for s in prompt.samples] == [({"generation": "g-1"}, 8128902.0)]

@@ -17,18 +17,14 @@ from pathlib import Path
 
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tools.harness import free_port
 
 
 @contextlib.contextmanager
 def _serve(tmp_path: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
     """`serve` against an engine port nobody listens on (every poll fails, the sidecar serves
     regardless), with stdout and stderr in files; stopped with SIGTERM on the way out."""
-    port, engine = _free_port(), _free_port()
+    port, engine = free_port(), free_port()
     err, out = tmp_path / "serve.stderr", tmp_path / "serve.stdout"
     with err.open("wb") as err_f, out.open("wb") as out_f:
         proc = subprocess.Popen(

@@ -3,68 +3,53 @@
     helios_exporter_source_up{source="engine_snapshot"} 1.0
     helios_exporter_source_errors_total{reason="timeout",source="engine_snapshot"} 2.0
     helios_exporter_engine_requests_total{outcome="ok",path="snapshot"} 120.0
+
+Counters whose labels come from a closed set are exported at 0 for every value of the set (a
+source's from its first poll on), so that `increase()` sees the first error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
 
-from exporter.collectors.families import counter, gauge
-from exporter.labels import ERROR_REASONS, SOURCES
-from exporter.poller import Poller
+from exporter.collectors.families import counter, gauge, zero_filled
+from exporter.labels import DROPPABLE_FIELDS, ENGINE_PATHS, ERROR_REASONS, FETCH_OUTCOMES, SOURCES
+from exporter.passthrough import DEFAULT_ALLOW
+from exporter.view import View
 
 
 class ExporterCollector:
-    def __init__(self, poller: Poller) -> None:
-        self._poller = poller
+    def __init__(self, view: Callable[[], View]) -> None:
+        self._view = view
 
     def collect(self) -> Iterator[Metric]:
-        p = self._poller
-        up = gauge("helios_exporter_source_up", "1 when the source's latest poll succeeded.",
-                   ["source"])
-        errors = counter("helios_exporter_source_errors_total",
-                         "Failed polls by source and closed-set reason.", ["source", "reason"])
-        last = gauge("helios_exporter_source_last_success_timestamp_seconds",
-                     "When the source last polled successfully (unix seconds).", ["source"])
-        duration = gauge("helios_exporter_source_poll_duration_seconds",
-                         "Duration of the source's latest poll.", ["source"])
-        for source in SOURCES:
-            health = p.health[source]
-            if not health.enabled or health.up is None:
-                continue
-            up.add_metric([source], 1.0 if health.up else 0.0)
-            for reason in ERROR_REASONS:
-                if health.errors[reason]:
-                    errors.add_metric([source, reason], health.errors[reason])
-            if health.last_success is not None:
-                last.add_metric([source], health.last_success)
-            if health.last_duration is not None:
-                duration.add_metric([source], health.last_duration)
-        yield from (up, errors, last, duration)
+        p = self._view()
+        yield from _sources(p)
         reqs = counter("helios_exporter_engine_requests_total",
                        "Requests the sidecar made to the engine, by path and outcome.",
                        ["path", "outcome"])
-        for (path, outcome), value in sorted(p.traffic.requests.items()):
+        closed = [(path, outcome) for path in ENGINE_PATHS for outcome in FETCH_OUTCOMES]
+        for (path, outcome), value in zero_filled(closed, p.engine_requests):
             reqs.add_metric([path, outcome], value)
         size = counter("helios_exporter_engine_response_bytes_total",
                        "Body bytes the sidecar read from the engine, by path.", ["path"])
-        for path, value in sorted(p.traffic.response_bytes.items()):
+        for path, value in zero_filled(ENGINE_PATHS, p.engine_response_bytes):
             size.add_metric([path], value)
         yield from (reqs, size)
         eng = p.engine
         dropped = counter("helios_exporter_engine_labels_dropped_total",
                           "Engine labels dropped by the pass-through (not allow-listed), by "
                           "allow-listed family.", ["family"])
-        for family, value in sorted(eng.labels_dropped.items()):
+        for family, value in zero_filled(DEFAULT_ALLOW, eng.labels_dropped):
             dropped.add_metric([family], value)
         yield dropped
         fields = counter("helios_exporter_snapshot_fields_dropped_total",
                          "Polls whose snapshot carried an identity field that cannot be a label "
                          "value; the field was left out (its restore check is then unknown).",
                          ["field"])
-        for name, value in sorted(eng.fields_dropped.items()):
+        for name, value in zero_filled(DROPPABLE_FIELDS, eng.fields_dropped):
             fields.add_metric([name], value)
         yield fields
         for name, value, doc in (
@@ -82,3 +67,26 @@ class ExporterCollector:
                       "Wall time of the latest poll cycle (all sources together).")
             m.add_metric([], p.last_cycle_duration)
             yield m
+
+
+def _sources(p: View) -> Iterator[Metric]:
+    up = gauge("helios_exporter_source_up", "1 when the source's latest poll succeeded.",
+               ["source"])
+    errors = counter("helios_exporter_source_errors_total",
+                     "Failed polls by source and closed-set reason.", ["source", "reason"])
+    last = gauge("helios_exporter_source_last_success_timestamp_seconds",
+                 "When the source last polled successfully (unix seconds).", ["source"])
+    duration = gauge("helios_exporter_source_poll_duration_seconds",
+                     "Duration of the source's latest poll.", ["source"])
+    for source in SOURCES:
+        health = p.sources[source]
+        if not health.enabled or health.up is None:
+            continue
+        up.add_metric([source], 1.0 if health.up else 0.0)
+        for reason, value in zero_filled(ERROR_REASONS, health.errors):
+            errors.add_metric([source, reason], value)
+        if health.last_success is not None:
+            last.add_metric([source], health.last_success)
+        if health.last_duration is not None:
+            duration.add_metric([source], health.last_duration)
+    yield from (up, errors, last, duration)

@@ -25,7 +25,7 @@ from prometheus_client.core import Metric
 from exporter.collectors.families import counter, gauge
 from exporter.snapshot import Snapshot
 from exporter.sources.base import Result
-from exporter.sources.nvml import THROTTLE_REASONS, GpuReport, GpuStats
+from exporter.sources.gpu_report import THROTTLE_REASONS, GpuReport, GpuStats
 
 L = ["gpu", "uuid"]
 

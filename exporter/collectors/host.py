@@ -1,4 +1,4 @@
-"""Engine process, host memory and the sidecar's own process from the latest host poll, e.g.
+"""Engine process and host memory from the latest host poll, e.g.
 
     helios_engine_process_up 1.0
     helios_engine_process_resident_bytes 2.147483648e+09
@@ -7,13 +7,11 @@
     helios_engine_process_start_time_seconds 1.76438952e+09
     helios_host_memory_available_bytes 4.1e+11
     helios_host_memory_total_bytes 5.4e+11
-    helios_exporter_process_resident_bytes 6.1e+07
-    helios_exporter_process_cpu_seconds_total 3.2
-    helios_exporter_process_open_fds 14.0
 
 The engine series appear only when a pid file or process name is configured; `..._up` is 0 when
 the process is not found. No pid label: a changed start time is the restart evidence. Values are
-polled in the background (every poll interval), not read at scrape time.
+polled in the background (every poll interval), not read at scrape time. The sidecar's own process
+is client_python's standard `process_*` series (exporter/registry.py).
 """
 
 from __future__ import annotations
@@ -47,14 +45,6 @@ class HostCollector:
                 m = gauge(name, doc)
                 m.add_metric([], value)
                 yield m
-        if report.exporter is not None:
-            yield from _process("helios_exporter_process", "the sidecar's own process",
-                                report.exporter)
-            if report.exporter.open_fds is not None:
-                m = gauge("helios_exporter_process_open_fds",
-                          "Open file descriptors of the sidecar (psutil num_fds).")
-                m.add_metric([], report.exporter.open_fds)
-                yield m
         if report.engine_up is not None:
             m = gauge("helios_engine_process_up",
                       "1 when the engine process (pid file or process name) was found at the "
@@ -62,7 +52,7 @@ class HostCollector:
             m.add_metric([], 1.0 if report.engine_up else 0.0)
             yield m
         if report.engine is not None:
-            yield from _process("helios_engine_process", "the engine process", report.engine)
+            yield from _process(report.engine)
             m = gauge("helios_engine_process_threads",
                       "Threads of the engine process (psutil num_threads).")
             m.add_metric([], report.engine.threads)
@@ -74,11 +64,11 @@ class HostCollector:
             yield m
 
 
-def _process(prefix: str, what: str, stats: ProcessStats) -> Iterator[Metric]:
-    rss = gauge(f"{prefix}_resident_bytes", f"Resident memory of {what}, bytes (psutil "
-                "memory_info().rss).")
+def _process(stats: ProcessStats) -> Iterator[Metric]:
+    rss = gauge("helios_engine_process_resident_bytes", "Resident memory of the engine process, "
+                "bytes (psutil memory_info().rss).")
     rss.add_metric([], stats.resident_bytes)
-    cpu = counter(f"{prefix}_cpu_seconds_total", f"CPU time of {what}, user + system seconds "
-                  "(psutil cpu_times()).")
+    cpu = counter("helios_engine_process_cpu_seconds_total", "CPU time of the engine process, "
+                  "user + system seconds (psutil cpu_times()).")
     cpu.add_metric([], stats.cpu_seconds)
     yield from (rss, cpu)

@@ -17,8 +17,8 @@ from prometheus_client.core import Metric
 
 from exporter import derive
 from exporter.collectors.families import counter, gauge
+from exporter.derive import EnginePicture
 from exporter.labels import EVICTION_OUTCOMES
-from exporter.poller import EngineState
 from exporter.restore.window import RestoreState
 from exporter.snapshot import Offload, Snapshot
 
@@ -29,7 +29,7 @@ _INFLIGHT_HELP = ("Snapshot admission.inflight_requests; during a restore window
 
 class OffloadCollector:
     def __init__(
-        self, engine: Callable[[], EngineState], restore: Callable[[], RestoreState]
+        self, engine: Callable[[], EnginePicture], restore: Callable[[], RestoreState]
     ) -> None:
         self._engine = engine
         self._restore = restore

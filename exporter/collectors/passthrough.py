@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
 
-from exporter.poller import EngineState
+from exporter.derive import EnginePicture
 
 
 class PassthroughCollector:
-    def __init__(self, engine: Callable[[], EngineState]) -> None:
+    def __init__(self, engine: Callable[[], EnginePicture]) -> None:
         self._engine = engine
 
     def collect(self) -> Iterator[Metric]:

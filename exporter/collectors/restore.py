@@ -12,18 +12,18 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
 
-from exporter.collectors.families import counter, gauge
-from exporter.poller import RestoreStatus
-from exporter.restore.window import CAUSES, CHECKS, OUTCOMES, PHASES, Bounds
+from exporter.collectors.families import counter, gauge, zero_filled
+from exporter.restore.keeper import EVENT_RESULTS, RestoreView
+from exporter.restore.window import CAUSES, CHECKS, EVENT_KINDS, OUTCOMES, PHASES, Bounds
 
 
 class RestoreCollector:
-    def __init__(self, status: Callable[[], RestoreStatus], bounds: Bounds) -> None:
-        self._status = status
+    def __init__(self, restore: Callable[[], RestoreView], bounds: Bounds) -> None:
+        self._restore = restore
         self._bounds = bounds
 
     def collect(self) -> Iterator[Metric]:
-        status = self._status()
+        status = self._restore()
         state = status.state
         window = state.window
         is_open = gauge("helios_restore_window_open",
@@ -84,6 +84,7 @@ class RestoreCollector:
         events = counter("helios_restore_events_total",
                          "Events received on POST /restore/events by event and result.",
                          ["event", "result"])
-        for (event, result), value in sorted(status.events.items()):
+        closed = [(event, result) for event in EVENT_KINDS for result in EVENT_RESULTS]
+        for (event, result), value in zero_filled(closed, status.events):
             events.add_metric([event, result], value)
         yield events

@@ -1,7 +1,7 @@
 """The restore window as a pure state machine (docs/interface.md section 6).
 
 `step(state, input, config)` returns the next `RestoreState`; it reads no clock and does no I/O,
-so every transition is unit-tested with plain numbers and the poller persists whatever comes out.
+so every transition is unit-tested with plain numbers and the restore keeper persists whatever comes out.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
+from exporter.defaults import DOWN_GRACE, REQUEST_CUTOFF, RESTORE_BOUND
 from exporter.snapshot import Snapshot
 
 Phase = Literal["serving", "draining", "drained", "down", "restoring", "verifying"]
@@ -27,14 +28,15 @@ CHECKS: Final = (
     "preflight_routed",
 )
 OUTCOMES: Final = ("in_time", "late", "aborted")
+EVENT_KINDS: Final = ("drain_started", "restore_started", "window_closed", "abort")
 MAX_EVENT_IDS: Final = 1000
 
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    request_cutoff: float = 4200.0
-    restore_bound: float = 5400.0
-    down_grace: float = 60.0
+    request_cutoff: float = REQUEST_CUTOFF
+    restore_bound: float = RESTORE_BOUND
+    down_grace: float = DOWN_GRACE
     preflight: tuple[str, ...] = ()  # configured probes: "direct", "routed"
 
 

@@ -6,8 +6,9 @@ A source talks to one thing and returns a `Result`: the value on success, or a c
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Generic, TypeVar
 
 from exporter.labels import ErrorReason
@@ -28,31 +29,28 @@ class Result(Generic[T]):
         return self.reason is None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class SourceHealth:
-    """Mutable health of one source; only the poller writes it."""
+    """One source's health after its latest poll; `recorded()` returns the next one."""
 
     enabled: bool = True
     up: bool | None = None  # None until the first poll
-    errors: Counter[str] = field(default_factory=Counter)
+    errors: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))  # by reason
     last_success: float | None = None
     last_duration: float | None = None
     last_error: str = ""
     last_reason: str = ""
 
-    def record(self, result: Result[object]) -> None:
-        self.last_duration = result.duration
+    def recorded(self, result: Result[object]) -> SourceHealth:
         if result.ok:
-            self.up = True
-            self.last_success = result.started + result.duration
-            self.last_error = ""
-            self.last_reason = ""
-        else:
-            assert result.reason is not None
-            self.up = False
-            self.errors[result.reason.value] += 1
-            self.last_error = result.message
-            self.last_reason = result.reason.value
+            return replace(self, up=True, last_success=result.started + result.duration,
+                           last_duration=result.duration, last_error="", last_reason="")
+        assert result.reason is not None
+        errors = dict(self.errors)
+        errors[result.reason.value] = errors.get(result.reason.value, 0) + 1
+        return replace(self, up=False, errors=MappingProxyType(errors),
+                       last_duration=result.duration, last_error=result.message,
+                       last_reason=result.reason.value)
 
     def as_status(self) -> dict[str, object]:
         return {

@@ -59,12 +59,14 @@ class EngineSource:
         traffic: EngineTraffic,
         clock: Callable[[], float] = time.time,
         timeout: float | None = None,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.client = client
         self.base_url = base_url.rstrip("/")
         self.max_bytes = max_bytes
         self.traffic = traffic
         self.clock = clock
+        self.timer = timer  # durations
         self.timeout = timeout  # whole request; None: the client's read timeout
         self.series_cache = passthrough.SeriesCache()
 
@@ -90,7 +92,7 @@ class EngineSource:
         return resp.body, None, ""
 
     async def snapshot(self) -> Result[Snapshot]:
-        started, t0 = self.clock(), time.perf_counter()
+        started, t0 = self.clock(), self.timer()
         body, reason, message = await self._get(SNAPSHOT_PATH, "snapshot")
         if body is not None:
             try:
@@ -98,12 +100,12 @@ class EngineSource:
             except SnapshotError as exc:
                 reason, message = exc.reason, f"snapshot {exc}"
             else:
-                return Result(snap, started, time.perf_counter() - t0)
+                return Result(snap, started, self.timer() - t0)
         assert reason is not None
-        return Result(None, started, time.perf_counter() - t0, reason, message)
+        return Result(None, started, self.timer() - t0, reason, message)
 
     async def metrics(self, max_series_per_family: int) -> Result[passthrough.Parsed]:
-        started, t0 = self.clock(), time.perf_counter()
+        started, t0 = self.clock(), self.timer()
         body, reason, message = await self._get(METRICS_PATH, "metrics")
         if body is not None:
             try:
@@ -119,6 +121,6 @@ class EngineSource:
                     reason = ErrorReason.DECODE
                     message = f"engine /metrics: {parsed.malformed_lines} malformed lines"
                 else:
-                    return Result(parsed, started, time.perf_counter() - t0)
+                    return Result(parsed, started, self.timer() - t0)
         assert reason is not None
-        return Result(None, started, time.perf_counter() - t0, reason, message)
+        return Result(None, started, self.timer() - t0, reason, message)

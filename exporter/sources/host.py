@@ -1,4 +1,4 @@
-"""Host source (psutil): the engine process, host memory and the sidecar's own process.
+"""Host source (psutil): the engine process and host memory.
 
 The engine process is found by `pid_file` (a file holding its pid) or, without one, by
 `process_name` (the first process, lowest pid first, whose name or `cmdline[0]` basename matches;
@@ -6,7 +6,7 @@ the sidecar itself is skipped). It is re-resolved at every poll, so a restarted 
 again (its new start time is the restart evidence). In Kubernetes the sidecar only sees the
 engine's processes with `shareProcessNamespace: true` (docs/gpu.md).
 
-A poll whose engine process is missing or unreadable still returns the host and sidecar values:
+A poll whose engine process is missing or unreadable still returns the host values:
 the `Result` carries the partial report *and* the reason (`not_found` / `permission`), so the
 source is shown down while host memory stays exported.
 """
@@ -34,20 +34,18 @@ class ProcessStats:
     cpu_seconds: float  # user + system
     threads: int
     start_time_seconds: float  # unix seconds (psutil create_time)
-    open_fds: int | None  # only read for the sidecar itself
 
 
 @dataclass(frozen=True, slots=True)
 class HostReport:
     memory_available_bytes: int | None
     memory_total_bytes: int | None
-    exporter: ProcessStats | None
     engine_configured: bool  # a pid file or a process name was given
     engine_up: bool | None  # None when unknown (not configured, pid file unreadable)
     engine: ProcessStats | None  # None when not found or not readable
 
 
-def process_stats(proc: psutil.Process, fds: bool = False) -> ProcessStats:
+def process_stats(proc: psutil.Process) -> ProcessStats:
     """Read one process; raises psutil.NoSuchProcess / AccessDenied."""
     with proc.oneshot():
         cpu = proc.cpu_times()
@@ -56,7 +54,6 @@ def process_stats(proc: psutil.Process, fds: bool = False) -> ProcessStats:
             cpu_seconds=float(cpu.user + cpu.system),
             threads=int(proc.num_threads()),
             start_time_seconds=float(proc.create_time()),
-            open_fds=int(proc.num_fds()) if fds and hasattr(proc, "num_fds") else None,
         )
 
 
@@ -75,7 +72,6 @@ class HostSource:
         self.pid_file = pid_file
         self.process_name = process_name
         self._clock = clock
-        self._self = psutil.Process()
         self._engine: psutil.Process | None = None
         self._engine_start: float | None = None
 
@@ -94,11 +90,6 @@ class HostSource:
             available, total = int(mem.available), int(mem.total)
         except Exception as exc:
             reason, message = ErrorReason.OTHER, f"virtual_memory: {exc}"
-        try:
-            own: ProcessStats | None = process_stats(self._self, fds=True)
-        except Exception as exc:
-            own = None
-            reason, message = ErrorReason.OTHER, f"own process: {exc}"
         engine_up: bool | None = None
         engine: ProcessStats | None = None
         if self.engine_configured:
@@ -110,7 +101,7 @@ class HostSource:
                 reason, message = exc.reason, str(exc)
             except Exception as exc:  # a source never raises
                 reason, message = ErrorReason.OTHER, f"engine process: {exc}"
-        report = HostReport(available, total, own, self.engine_configured, engine_up, engine)
+        report = HostReport(available, total, self.engine_configured, engine_up, engine)
         return Result(report, started, time.perf_counter() - t0, reason, message)
 
     # -- the engine process ----------------------------------------------------------------

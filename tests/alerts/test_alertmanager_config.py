@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -16,6 +15,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tools.harness import free_port
 
 TIMERS = {"group_wait", "group_interval", "repeat_interval"}
 
@@ -92,13 +93,6 @@ def test_route_group_by_matches_the_rule_target_labels(root: Path, generate: Any
 # End to end: the real Alertmanager binary with alertmanager-test.yml and a local webhook.
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class _Hook:
     def __init__(self) -> None:
         self.received: list[tuple[str, str, str]] = []  # (receiver path, alertname, instance)
@@ -158,7 +152,7 @@ def test_routing_and_inhibition_on_a_real_alertmanager(
     hook_port, hook = webhook
     template = (root / "deploy/alertmanager/alertmanager-test.yml").read_text(encoding="utf-8")
     (tmp_path / "am.yml").write_text(template.replace("__WEBHOOK_PORT__", str(hook_port)))
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "alertmanager.log"
     with log.open("wb") as log_file:
         proc = subprocess.Popen(

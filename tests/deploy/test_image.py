@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -22,6 +21,8 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+
+from tools.harness import free_port
 
 from .conftest import ROOT
 
@@ -342,12 +343,6 @@ def test_console_script(installed: Installed, tmp_path: Path) -> None:
     # (`serve` and `simulate` themselves run from this install in the next test)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _get(url: str) -> int:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
@@ -364,7 +359,7 @@ def image_like(installed: Installed, tmp_path: Path) -> Iterator[Started]:
     """The simulated engine and the sidecar, started like the image starts them: ENTRYPOINT +
     CMD (`helios-exporter serve`) with nothing but HELIOS_EXPORTER_* in the environment."""
     script = str(installed.venv / "bin" / "helios-exporter")
-    engine_port, port = _free_port(), _free_port()
+    engine_port, port = free_port(), free_port()
     base = {"PATH": f"{installed.venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
     engine = subprocess.Popen([script, "simulate", "--listen", f"127.0.0.1:{engine_port}"],
                               env=base, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

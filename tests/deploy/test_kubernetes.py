@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from exporter.defaults import RESTORE_BOUND
+
 from .conftest import KUBE, alert_job, find, kustomization, load_docs, pod_target, podmonitor_targets
 from .sidecar_checks import (
     CRD_KINDS,
@@ -140,9 +142,9 @@ def test_engine_resources_and_probes(deployment: dict[str, Any]) -> None:
 def test_pod_is_kept_through_a_node_outage(deployment: dict[str, Any]) -> None:
     tolerations = {t["key"]: t for t in pod_spec(deployment)["tolerations"]}
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
-        # at least the default restore bound (5400 s), so the retained pod is not evicted
+        # at least the default restore bound, so the retained pod is not evicted
         assert tolerations[key]["effect"] == "NoExecute"
-        assert tolerations[key]["tolerationSeconds"] >= 5400
+        assert tolerations[key]["tolerationSeconds"] >= RESTORE_BOUND
 
 
 # ---- PodMonitor, NetworkPolicy ------------------------------------------------------------------

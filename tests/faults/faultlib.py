@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.procs import Proc, free_port
 from tests.helpers import promtool_check_metrics
+from tools.harness import families
 
 FAST = ("--poll-interval", "0.2", "--timeout", "0.5", "--no-nvml", "--log-format", "json")
 
@@ -40,15 +40,7 @@ def scrape(url: str, promtool: bool = True) -> dict[str, Any]:
     assert resp.status_code == 200
     if promtool:
         promtool_check_metrics(resp.content)
-    return {f.name: f for f in text_string_to_metric_families(resp.text)}
-
-
-def value(fams: dict[str, Any], family: str, **labels: str) -> float | None:
-    fam = fams.get(family)
-    for s in () if fam is None else fam.samples:
-        if all(s.labels.get(k) == v for k, v in labels.items()):
-            return float(s.value)
-    return None
+    return families(resp.text)
 
 
 def post(url: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

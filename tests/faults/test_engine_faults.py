@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 
 from tests.e2e.procs import Proc, Stack, wait_for
-from tests.faults.faultlib import post, scrape, status, value
+from tests.faults.faultlib import post, scrape, status
+from tools.harness import sample
 
 SIDECAR = ("--poll-interval", "0.2", "--timeout", "0.5", "--down-grace", "0.6",
            "--request-cutoff", "30", "--restore-bound", "60")
@@ -34,8 +35,8 @@ def until(url: str, proc: Proc, what: str, check: Any, timeout: float = 15.0) ->
 def valid_exposition(url: str, proc: Proc) -> dict[str, Any]:
     assert proc.popen is not None and proc.popen.poll() is None, proc.tail()
     fams = scrape(url)
-    assert value(fams, "helios_restore_window_open") in (0.0, 1.0)
-    assert value(fams, "helios_restore_state_write_errors") == 0.0
+    assert sample(fams, "helios_restore_window_open") in (0.0, 1.0)
+    assert sample(fams, "helios_restore_state_write_errors") == 0.0
     return fams
 
 
@@ -59,9 +60,9 @@ def test_engine_crash_restart_drain_loop(stack: Stack, tmp_path: Path) -> None:
         assert {k: got.get(k) for k in checks} == checks, got
         generations.add(s["generation"])
         fams = valid_exposition(url, side)
-        assert value(fams, "helios_restore_window_open") == 0.0
+        assert sample(fams, "helios_restore_window_open") == 0.0
         for check, ok in checks.items():
-            assert value(fams, "helios_restore_check_ok", check=check) == float(ok)
+            assert sample(fams, "helios_restore_check_ok", check=check) == float(ok)
 
     def crash_restart(container: str) -> None:
         post(sim_url, "/admin/crash")
@@ -70,9 +71,9 @@ def test_engine_crash_restart_drain_loop(stack: Stack, tmp_path: Path) -> None:
         assert s["restore"]["window"]["cause"] in ("unreachable", "drain")
         assert s["sources"]["engine_snapshot"]["last_reason"] == "http_status"  # 503 while down
         fams = valid_exposition(url, side)
-        assert value(fams, "helios_restore_window_open") == 1.0
-        assert value(fams, "helios_engine_up") == 0.0
-        assert value(fams, "helios_restore_deadline_timestamp_seconds", bound="restore") is not None
+        assert sample(fams, "helios_restore_window_open") == 1.0
+        assert sample(fams, "helios_engine_up") == 0.0
+        assert sample(fams, "helios_restore_deadline_timestamp_seconds", bound="restore") is not None
         post(sim_url, "/admin/restart", {"container": container})
         window_closed_with({"container": container == "same", "fresh_generation": True,
                             "image": True})

@@ -17,7 +17,8 @@ from typing import Any
 
 from exporter.restore.store import STATE_FILE, StateStore
 from tests.e2e.procs import Proc, Stack, free_port, http_ok, wait_for
-from tests.faults.faultlib import post, scrape, sidecar_args, status, value
+from tests.faults.faultlib import post, scrape, sidecar_args, status
+from tools.harness import sample
 
 ITERATIONS = 50
 VERIFY_EVERY = 10
@@ -93,9 +94,9 @@ def test_sigkill_at_random_points_never_moves_the_window(stack: Stack, tmp_path:
         ready(last)
         check_status(ITERATIONS + 1)
         fams = scrape(url)
-        assert value(fams, "helios_restore_window_start_timestamp_seconds") == start
-        assert value(fams, "helios_restore_window_open") == 1.0
-        assert value(fams, "helios_restore_state_corrupt") == 0.0
+        assert sample(fams, "helios_restore_window_start_timestamp_seconds") == start
+        assert sample(fams, "helios_restore_window_open") == 1.0
+        assert sample(fams, "helios_restore_state_corrupt") == 0.0
     finally:
         last.kill()
     check_disk(ITERATIONS + 1)

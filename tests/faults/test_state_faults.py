@@ -25,7 +25,7 @@ import pytest
 
 from exporter.restore.store import StateStore
 from tests.e2e.procs import ROOT, free_port, http_ok, wait_for
-from tests.faults.faultlib import scrape, sidecar_args, start_sidecar, status, value
+from tests.faults.faultlib import scrape, sidecar_args, start_sidecar, status
 from tests.hostile.stub import (
     METRICS,
     SANE,
@@ -37,6 +37,7 @@ from tests.hostile.stub import (
     sane_snapshot,
     stall,
 )
+from tools.harness import sample
 
 
 def draining_case() -> Case:
@@ -63,10 +64,10 @@ def open_window(engine: HostileEngine, url: str, alive: Any) -> dict[str, Any]:
 
 def assert_write_failed_loudly(url: str, log: str, errno_text: str) -> None:
     fams = scrape(url)
-    assert (value(fams, "helios_restore_state_write_errors") or 0) >= 1
+    assert (sample(fams, "helios_restore_state_write_errors") or 0) >= 1
     # The window lives on in memory and is exported although it could not be persisted.
-    assert value(fams, "helios_restore_window_open") == 1.0
-    assert value(fams, "helios_restore_window_start_timestamp_seconds") is not None
+    assert sample(fams, "helios_restore_window_open") == 1.0
+    assert sample(fams, "helios_restore_window_start_timestamp_seconds") is not None
     restore = status(url)["restore"]
     assert restore["state_write_errors"] >= 1
     assert errno_text in restore["last_state_write_error"]

@@ -7,13 +7,12 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import derive, passthrough
 from exporter.collectors.offload import OffloadCollector
 from exporter.collectors.passthrough import PassthroughCollector
+from exporter.derive import EnginePicture
 from exporter.labels import EVICTION_OUTCOMES, MISS_REASONS, PRESSURES, SLAB_KINDS
-from exporter.poller import EngineState
 from exporter.restore.window import RestoreState
 from exporter.snapshot import Snapshot
 
@@ -36,21 +35,16 @@ CLOSED: dict[str, set[str]] = {
 
 def render_snapshot(snap: Snapshot, headroom: derive.Headroom | None = None) -> bytes:
     registry = CollectorRegistry()
-    state = EngineState(snapshot=snap, snapshot_current=True, headroom=headroom)
+    state = EnginePicture(snapshot=snap, snapshot_current=True, headroom=headroom)
     registry.register(OffloadCollector(lambda: state, RestoreState))
     return generate_latest(registry)
 
 
 def render_passthrough(parsed: passthrough.Parsed, generation: str = "g-fuzz") -> bytes:
     registry = CollectorRegistry()
-    state = EngineState(passthrough=parsed, passthrough_generation=generation)
+    state = EnginePicture(passthrough=parsed, passthrough_generation=generation)
     registry.register(PassthroughCollector(lambda: state))
     return generate_latest(registry)
-
-
-def parse_back(text: bytes) -> dict[str, Any]:
-    """The exposition parsed by prometheus_client's own parser (raises on invalid text)."""
-    return {f.name: f for f in text_string_to_metric_families(text.decode("utf-8"))}
 
 
 def assert_offload_labels_bounded(fams: dict[str, Any]) -> None:

@@ -11,8 +11,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from exporter import passthrough
-from tests.fuzz.fuzzlib import FUZZ, PROMTOOL_SAMPLE, parse_back, render_passthrough
+from tests.fuzz.fuzzlib import FUZZ, PROMTOOL_SAMPLE, render_passthrough
 from tests.helpers import promtool_check_metrics
+from tools.harness import families
 
 FAMILIES = sorted(passthrough.DEFAULT_ALLOW)
 NAME = st.one_of(
@@ -101,7 +102,7 @@ def check(text: str, max_series: int) -> bytes:
     assert parsed.malformed_lines >= 0 and parsed.samples_seen >= 0
     assert set(parsed.labels_dropped) <= set(FAMILIES)
     out = render_passthrough(parsed)
-    fams = parse_back(out)
+    fams = families(out)
     assert "ZQXJ" not in out.decode()
     for fam in parsed.families:
         assert fam.name.removeprefix(passthrough.EXPORT_PREFIX) in FAMILIES

@@ -19,10 +19,10 @@ from tests.fuzz.fuzzlib import (
     FUZZ,
     PROMTOOL_SAMPLE,
     assert_offload_labels_bounded,
-    parse_back,
     render_snapshot,
 )
 from tests.helpers import contract_example, promtool_check_metrics
+from tools.harness import families
 
 EXAMPLE = contract_example()
 HOSTILE_TEXT = st.sampled_from(['"', "\\", "\n", "}", "{", "\x00", "\u202e", "\ud7ff", "é",
@@ -102,7 +102,7 @@ def parse_or_none(body: bytes) -> Snapshot | None:
 
 def check_accepted(snap: Snapshot) -> bytes:
     text = render_snapshot(snap, derive.advance_headroom(None, snap))
-    fams = parse_back(text)
+    fams = families(text)
     assert_offload_labels_bounded(fams)
     for fam in fams.values():
         for s in fam.samples:

@@ -10,7 +10,13 @@ from exporter.collectors.gpu import GpuCollector
 from exporter.labels import ErrorReason
 from exporter.snapshot import Rank, Snapshot
 from exporter.sources.base import Result
-from exporter.sources.nvml import THROTTLE_REASONS, GpuReport, GpuStats, sanitize, throttle_reasons
+from exporter.sources.gpu_report import (
+    THROTTLE_REASONS,
+    GpuReport,
+    GpuStats,
+    sanitize,
+    throttle_reasons,
+)
 
 
 def test_throttle_reasons_closed_set() -> None:

@@ -18,7 +18,8 @@ from exporter.labels import ErrorReason
 from exporter.snapshot import Rank, Snapshot
 from exporter.sources.base import Result
 from exporter.sources.blocking import BoundedRunner
-from exporter.sources.nvml import GpuReport, NvmlSource
+from exporter.sources.gpu_report import GpuReport
+from exporter.sources.nvml import NvmlSource
 from tests.gpu.fake_nvml_lib import FakeConfig, FakeLibs, init_calls
 from tests.helpers import promtool_check_metrics
 

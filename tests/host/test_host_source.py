@@ -83,9 +83,8 @@ def test_engine_by_pid_file_then_killed(tmp_path: Path, child: subprocess.Popen[
     reg = render(result)
     assert reg.get_sample_value("helios_engine_process_up") == 0.0
     assert reg.get_sample_value("helios_engine_process_resident_bytes") is None
-    # host memory and the sidecar's own series survive a missing engine
+    # host memory survives a missing engine
     assert reg.get_sample_value("helios_host_memory_total_bytes") == psutil.virtual_memory().total
-    assert value(reg, "helios_exporter_process_resident_bytes") > 0
 
 
 def test_engine_by_name_then_killed(child: subprocess.Popen[bytes]) -> None:
@@ -159,19 +158,12 @@ def test_unreadable_pid_file_is_permission(tmp_path: Path) -> None:
     assert result.reason is ErrorReason.PERMISSION
 
 
-def test_nothing_configured_exports_host_and_sidecar_only() -> None:
+def test_nothing_configured_exports_host_memory_only() -> None:
+    """The sidecar's own process is client_python's process_* (tests/test_registry.py)."""
     result = HostSource(None, None).poll()
     assert result.ok and result.value is not None
     names = {s.name for m in render(result).collect() for s in m.samples}
-    assert names == {
-        "helios_host_memory_available_bytes", "helios_host_memory_total_bytes",
-        "helios_exporter_process_resident_bytes", "helios_exporter_process_cpu_seconds_total",
-        "helios_exporter_process_open_fds",
-    }
+    assert names == {"helios_host_memory_available_bytes", "helios_host_memory_total_bytes"}
     reg = render(result)
-    me = psutil.Process()
-    assert value(reg, "helios_exporter_process_open_fds") >= 3
-    assert 0 < value(reg, "helios_exporter_process_resident_bytes") < 2 * me.memory_info().rss
     assert 0 < value(reg, "helios_host_memory_available_bytes") <= (
         value(reg, "helios_host_memory_total_bytes"))
-    assert b"# TYPE helios_exporter_process_cpu_seconds_total counter" in generate_latest(reg)

@@ -14,8 +14,9 @@ import pytest
 from exporter import passthrough
 from exporter.labels import MISS_REASONS
 from exporter.snapshot import parse_snapshot
-from tests.fuzz.fuzzlib import parse_back, render_passthrough, render_snapshot
+from tests.fuzz.fuzzlib import render_passthrough, render_snapshot
 from tests.hostile.stub import sane_snapshot
+from tools.harness import families
 
 GUARD = 25
 
@@ -39,7 +40,7 @@ def test_pass_through_never_exceeds_the_guard(distinct: int) -> None:
     parsed = passthrough.parse(hostile_page(distinct), max_series_per_family=GUARD)
     for fam in parsed.families:
         assert len(fam.samples) <= GUARD
-    samples = sum(len(f.samples) for f in parse_back(render_passthrough(parsed)).values())
+    samples = sum(len(f.samples) for f in families(render_passthrough(parsed)).values())
     assert samples <= GUARD * len(passthrough.DEFAULT_ALLOW)
     # Counters and gauges collapse onto one series; every dropped label is counted.
     for fam, typ in passthrough.DEFAULT_ALLOW.items():
@@ -70,7 +71,7 @@ def test_le_values_count_against_the_same_guard(buckets: int) -> None:
 def test_any_number_of_miss_keys_exports_seven_series() -> None:
     snap = sane_snapshot()
     snap["offload"]["lookups"]["misses"] = {f"reason-{i}:{i}": 1 for i in range(10000)}
-    fams = parse_back(render_snapshot(parse_snapshot(json.dumps(snap).encode())))
+    fams = families(render_snapshot(parse_snapshot(json.dumps(snap).encode())))
     misses = fams["helios_offload_lookup_misses"].samples
     assert sorted(s.labels["reason"] for s in misses) == sorted(MISS_REASONS)
     assert sum(s.value for s in misses) == 10000

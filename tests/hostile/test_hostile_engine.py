@@ -19,7 +19,6 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.labels import ERROR_REASONS, MISS_REASONS, SOURCES
 from exporter.passthrough import DEFAULT_ALLOW
@@ -27,6 +26,7 @@ from tests.e2e.procs import Proc, free_port, http_ok, wait_for
 from tests.helpers import promtool_check_metrics
 from tests.hostile.cases import CASES, MARK
 from tests.hostile.stub import SANE, SANE_GENERATION, Case, HostileEngine, running_engine
+from tools.harness import families, sample
 
 POLL_INTERVAL = 0.2
 TIMEOUT = 1.0  # generous: a sane poll must never time out on a loaded CI machine
@@ -113,18 +113,6 @@ def sidecar(engine: HostileEngine, tmp_path_factory: pytest.TempPathFactory) -> 
         client.close()
         rc = proc.stop()
     assert rc == 0, proc.tail()
-
-
-def families(body: bytes) -> dict[str, Any]:
-    return {f.name: f for f in text_string_to_metric_families(body.decode())}
-
-
-def sample(fams: dict[str, Any], family: str, **labels: str) -> float | None:
-    fam = fams.get(family)
-    for s in () if fam is None else fam.samples:
-        if all(s.labels.get(k) == v for k, v in labels.items()):
-            return float(s.value)
-    return None
 
 
 def assert_bounded(body: bytes, fams: dict[str, Any], markers: tuple[str, ...]) -> None:

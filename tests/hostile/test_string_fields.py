@@ -66,7 +66,7 @@ def test_hostile_identity_string_is_dropped_not_exported(field: str, kind: str) 
     from prometheus_client import CollectorRegistry, generate_latest
 
     from exporter.collectors.offload import OffloadCollector
-    from exporter.poller import EngineState
+    from exporter.derive import EnginePicture
     from exporter.restore.window import RestoreState
 
     snap = sane_snapshot()
@@ -75,7 +75,7 @@ def test_hostile_identity_string_is_dropped_not_exported(field: str, kind: str) 
     assert parsed.dropped_fields == (field,)
     assert getattr(parsed.identity, field.split(".")[1]) is None
     reg = CollectorRegistry()
-    state = EngineState(snapshot=parsed, snapshot_current=True)
+    state = EnginePicture(snapshot=parsed, snapshot_current=True)
     reg.register(OffloadCollector(lambda: state, RestoreState))
     text = generate_latest(reg).decode()
     assert MARK not in text

@@ -91,8 +91,10 @@ def snapshot_obj(generation: str = "g1", admission: str = "open", inflight: int 
             "admission": {"state": admission, "inflight_requests": inflight}}
 
 
-def make_sidecar(state_dir: Any, engine: MockEngine | None = None, **config: Any) -> Any:
-    """exporter.sidecar.build with the engine client replaced by a MockTransport one."""
+def make_sidecar(state_dir: Any, engine: Any = None, clock: Any = None, **config: Any) -> Any:
+    """exporter.sidecar.build with the engine behind a MockTransport (and an optional clock)."""
+    import time
+
     import httpx
 
     from exporter.config import Config
@@ -100,7 +102,5 @@ def make_sidecar(state_dir: Any, engine: MockEngine | None = None, **config: Any
 
     cfg = Config(engine_url="http://engine.test", state_dir=state_dir, no_nvml=True,
                  request_cutoff=100.0, restore_bound=200.0, down_grace=10.0, **config)
-    sidecar = build(cfg)
-    sidecar.poller.engine_source.client = httpx.AsyncClient(
-        transport=httpx.MockTransport(engine or MockEngine()))
-    return sidecar
+    return build(cfg, transport=httpx.MockTransport(engine or MockEngine()),
+                 clock=clock or time.time)

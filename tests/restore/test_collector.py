@@ -6,18 +6,18 @@ from collections import Counter
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
-from prometheus_client.parser import text_string_to_metric_families
 from restore_helpers import event, fail, final, poll
 
 from exporter.collectors.restore import RestoreCollector
-from exporter.poller import RestoreStatus
+from exporter.restore.keeper import RestoreView
 from exporter.restore.window import CHECKS, PHASES, Bounds, RestoreState
+from tools.harness import families
 
 BOUNDS = Bounds(request_cutoff=4200.0, restore_bound=5400.0, down_grace=60.0)
 T0 = 1764389520.125
 
 
-def registry_for(status: RestoreStatus) -> CollectorRegistry:
+def registry_for(status: RestoreView) -> CollectorRegistry:
     reg = CollectorRegistry(auto_describe=False)
     reg.register(RestoreCollector(lambda: status, BOUNDS))
     return reg
@@ -49,18 +49,24 @@ def closed(**kw: object) -> RestoreState:
 
 
 def test_initial_state() -> None:
-    reg = registry_for(RestoreStatus())
+    reg = registry_for(RestoreView())
     assert reg.get_sample_value("helios_restore_window_open") == 0
     assert phase_of(reg) == "serving"
     assert names(reg) == {"helios_restore_window_open", "helios_restore_phase",
                           "helios_restore_state_write_errors_total",
                           "helios_restore_state_corrupt_total",
-                          "helios_restore_state_read_errors_total"}
+                          "helios_restore_state_read_errors_total", "helios_restore_events_total"}
     assert reg.get_sample_value("helios_restore_state_write_errors_total") == 0
+    # every event x result at 0 from the start, so that increase() sees the first one
+    events = {dict(k[1])["event"] + "/" + dict(k[1])["result"]: v for k, v in series(reg).items()
+              if k[0] == "helios_restore_events_total"}
+    assert events == {f"{e}/{r}": 0.0 for e in ("drain_started", "restore_started",
+                                                "window_closed", "abort")
+                      for r in ("accepted", "duplicate")}
 
 
 def test_open_window_exports_start_and_deadlines() -> None:
-    reg = registry_for(RestoreStatus(state=opened()))
+    reg = registry_for(RestoreView(state=opened()))
     get = reg.get_sample_value
     assert get("helios_restore_window_open") == 1
     assert get("helios_restore_window_start_timestamp_seconds") == T0
@@ -77,7 +83,7 @@ def test_open_window_exports_start_and_deadlines() -> None:
 
 def test_closed_window_exports_checks_not_deadlines() -> None:
     state = closed()
-    reg = registry_for(RestoreStatus(state=state))
+    reg = registry_for(RestoreView(state=state))
     get = reg.get_sample_value
     assert get("helios_restore_window_open") == 0
     assert get("helios_restore_window_start_timestamp_seconds") is None
@@ -95,7 +101,7 @@ def test_closed_window_exports_checks_not_deadlines() -> None:
 
 
 def test_failed_and_unknown_checks() -> None:
-    reg = registry_for(RestoreStatus(state=closed(container="c2", image=None)))
+    reg = registry_for(RestoreView(state=closed(container="c2", image=None)))
     get = reg.get_sample_value
     assert get("helios_restore_check_ok", {"check": "container"}) == 0
     assert get("helios_restore_check_ok", {"check": "image"}) is None  # unknown: absent, not 0
@@ -107,7 +113,7 @@ def test_checks_hidden_while_the_next_window_is_open_and_kept_after_it() -> None
     first = closed()
     second = final([poll(T0 + 9000, generation="g2", admission="draining", inflight=1)], BOUNDS,
                    state=first)
-    reg = registry_for(RestoreStatus(state=second))
+    reg = registry_for(RestoreView(state=second))
     assert reg.get_sample_value("helios_restore_window_open") == 1
     assert not any(n.startswith("helios_restore_check_ok") for n in names(reg))
     # the previous window's duration is still the last closed one
@@ -116,7 +122,7 @@ def test_checks_hidden_while_the_next_window_is_open_and_kept_after_it() -> None
 
 def test_aborted_window_exports_no_checks() -> None:
     state = final([event(T0 + 1, "abort")], BOUNDS, state=opened())
-    reg = registry_for(RestoreStatus(state=state))
+    reg = registry_for(RestoreView(state=state))
     assert reg.get_sample_value("helios_restore_window_open") == 0
     assert not any(n.startswith("helios_restore_check_ok") for n in names(reg))
     assert reg.get_sample_value("helios_restore_last_window_outcome", {"outcome": "aborted"}) == 1
@@ -125,7 +131,7 @@ def test_aborted_window_exports_no_checks() -> None:
 
 def test_checks_with_unknown_names_are_not_exported() -> None:
     state = RestoreState(checks={"image": False, "bogus": True})
-    reg = registry_for(RestoreStatus(state=state))
+    reg = registry_for(RestoreView(state=state))
     checks = {k for k in series(reg) if k[0] == "helios_restore_check_ok"}
     assert checks == {("helios_restore_check_ok", (("check", "image"),))}
     assert set(CHECKS) >= {"image", "container", "fresh_generation", "drained_admission",
@@ -133,7 +139,7 @@ def test_checks_with_unknown_names_are_not_exported() -> None:
 
 
 def test_counters() -> None:
-    status = RestoreStatus(state=opened(), write_errors=3, corrupt_files=1,
+    status = RestoreView(state=opened(), write_errors=3, corrupt_files=1,
                            events=Counter({("drain_started", "accepted"): 2,
                                            ("abort", "duplicate"): 1}))
     reg = registry_for(status)
@@ -152,33 +158,33 @@ def test_phases_one_hot() -> None:
         (final([poll(T0 - 120), fail(T0), fail(T0 + 61), event(T0 + 62, "restore_started")],
                BOUNDS), "restoring"),
     ]:
-        assert phase_of(registry_for(RestoreStatus(state=state))) == phase
+        assert phase_of(registry_for(RestoreView(state=state))) == phase
 
 
 def test_text_and_openmetrics_exposition_parse() -> None:
-    reg = registry_for(RestoreStatus(state=closed(), events=Counter({("abort", "accepted"): 1})))
+    reg = registry_for(RestoreView(state=closed(), events=Counter({("abort", "accepted"): 1})))
     text = generate_latest(reg).decode()
-    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    fams = families(text)
     assert fams["helios_restore_check_ok"].type == "gauge"
     assert fams["helios_restore_events"].type == "counter"
     om = openmetrics.generate_latest(reg).decode()  # type: ignore[no-untyped-call]
     assert om.endswith("# EOF\n")
     assert 'helios_restore_events_total{event="abort",result="accepted"} 1.0' in om
-    open_text = generate_latest(registry_for(RestoreStatus(state=opened()))).decode()
-    parsed = {s.name: s.value for f in text_string_to_metric_families(open_text) for s in f.samples
+    open_text = generate_latest(registry_for(RestoreView(state=opened()))).decode()
+    parsed = {s.name: s.value for f in families(open_text).values() for s in f.samples
               if not s.labels}
     assert parsed["helios_restore_window_start_timestamp_seconds"] == T0  # no precision lost
 
 
 def test_inflight_survives_a_restart_mid_window_before_the_engine_answers() -> None:
     from exporter.collectors.offload import OffloadCollector
-    from exporter.poller import EngineState
+    from exporter.derive import EnginePicture
     from exporter.restore.window import Engine, Window
 
     window = Window(start=100.0, cause="drain", incumbent=Engine("g-old", "sha256:a", "c1"),
                     last_inflight=3, seen_not_open=True)
     state = RestoreState(phase="down", window=window)
     reg = CollectorRegistry()
-    reg.register(OffloadCollector(EngineState, lambda: state))
+    reg.register(OffloadCollector(EnginePicture, lambda: state))
     assert reg.get_sample_value("helios_engine_inflight_requests", {"generation": "g-old"}) == 3
     assert reg.get_sample_value("helios_engine_up") == 0

@@ -16,6 +16,7 @@ import pytest
 from restore_helpers import MockEngine, make_sidecar, snapshot_obj
 
 from exporter.restore import preflight
+from tools.harness import free_port
 
 URL = "http://engine.test/v1/completions"
 
@@ -153,54 +154,51 @@ def test_real_server(server: str) -> None:
 
 
 def test_refused_port() -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     ok, detail = real_probe(f"http://127.0.0.1:{port}/v1/completions")
     assert ok is False and detail.startswith("transport")
 
 
-# -- the poller runs the probes while verifying and the window closes once both pass ---------------
+# -- the loop runs the probes while verifying and the window closes once both pass ---------------
 
-def test_poller_runs_probes_and_closes_the_window(tmp_path: Path) -> None:
+def test_keeper_runs_probes_and_closes_the_window(tmp_path: Path) -> None:
     engine = MockEngine(snapshot_obj(admission="draining", inflight=0))
-    sidecar = make_sidecar(tmp_path, engine)
-    poller = sidecar.poller
     results = {"direct": [False, True], "routed": [True, True]}
     calls: list[str] = []
 
-    def runner(name: str) -> Any:
-        async def run() -> tuple[bool, str]:
-            calls.append(name)
-            async with httpx.AsyncClient(transport=httpx.MockTransport(
-                    answer(body={"usage": {"completion_tokens": 4 if results[name].pop(0)
-                                           else 2}}))) as client:
-                return await preflight.probe(client, URL, 4, 1.0)
-        return run
+    def transport(request: httpx.Request) -> httpx.Response:
+        """The engine, and the two completion URLs the sidecar is configured to probe."""
+        name = {"engine.test": "direct", "router.test": "routed"}[request.url.host]
+        if request.url.path != "/v1/completions":
+            assert name == "direct"
+            return engine(request)  # type: ignore[no-any-return]
+        calls.append(name)
+        tokens = 4 if results[name].pop(0) else 2
+        return httpx.Response(200, json={"usage": {"completion_tokens": tokens}})
 
-    poller.preflight = {"direct": runner("direct"), "routed": runner("routed")}
-    poller.bounds = type(poller.bounds)(100.0, 200.0, 10.0, ("direct", "routed"))
     clock = iter([1000.0 + i for i in range(100)])
-    poller.clock = lambda: next(clock)
+    sidecar = make_sidecar(tmp_path, transport, clock=lambda: next(clock),
+                           preflight_direct_url=URL,
+                           preflight_routed_url="http://router.test/v1/completions")
+    loop = sidecar.loop
+    assert sidecar.keeper.bounds.preflight == ("direct", "routed")
 
     async def go() -> None:
-        await poller.cycle()  # draining: the window opens
+        await loop.cycle()  # draining: the window opens
         engine.down = True
-        await poller.cycle()
+        await loop.cycle()
         engine.down = False
         engine.snapshot = snapshot_obj(generation="g2")
-        await poller.cycle()  # open again: verifying, direct fails, routed passes
-        assert poller.restore.state.phase == "verifying"
-        assert poller.restore.state.window is not None
-        await poller.cycle()  # direct passes now; routed is not probed again
-        await poller.engine_source.client.aclose()
+        await loop.cycle()  # open again: verifying, direct fails, routed passes
+        assert loop.view.restore.state.phase == "verifying"
+        assert loop.view.restore.state.window is not None
+        await loop.cycle()  # direct passes now; routed is not probed again
+        await sidecar.client.aclose()
 
     asyncio.run(go())
-    poller.close()
+    loop.close()
     assert calls == ["direct", "routed", "direct"]
-    state = poller.restore.state
+    state = loop.view.restore.state
     assert state.window is None
     assert state.checks["preflight_direct"] is True and state.checks["preflight_routed"] is True
     assert state.checks["fresh_generation"] is True and state.checks["drained_admission"] is True

@@ -10,12 +10,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from restore_helpers import MockEngine, event, fail, final, make_sidecar, poll
 from structlog.testing import capture_logs
 
-from exporter.poller import Poller
+from exporter.loop import PollLoop
 from exporter.restore import store
 from exporter.restore.store import STATE_FILE, StateFileError, StateStore
 from exporter.restore.window import RestoreState
@@ -159,26 +160,26 @@ def test_corrupt_file_is_moved_aside_with_a_clear_error(tmp_path: Path, name: st
     assert s.load() is None  # the next start begins clean
 
 
-def test_poller_counts_corrupt_file_and_sidecar_keeps_working(tmp_path: Path) -> None:
+def test_keeper_counts_corrupt_file_and_sidecar_keeps_working(tmp_path: Path) -> None:
     (tmp_path / STATE_FILE).write_bytes(b"{not json")
     sidecar = make_sidecar(tmp_path)
-    poller = sidecar.poller
+    loop = sidecar.loop
     with capture_logs() as logs:
-        poller.load_state()
-    assert poller.restore.corrupt_files == 1
-    assert poller.restore.state == RestoreState()
+        loop.load_state()
+    assert loop.view.restore.corrupt_files == 1
+    assert loop.view.restore.state == RestoreState()
     err = [e for e in logs if e["event"] == "restore_state_unusable"]
     assert err and err[0]["log_level"] == "error" and ".corrupt-" in err[0]["moved_to"]
     assert sidecar.registry.get_sample_value("helios_restore_state_corrupt_total") == 1
 
     async def cycles() -> None:
-        await poller.cycle()
-        await poller.apply_event("ev-1", "drain_started")
-        await poller.engine_source.client.aclose()
+        await loop.cycle()
+        await loop.apply_event("ev-1", "drain_started")
+        await sidecar.client.aclose()
 
     asyncio.run(cycles())
-    poller.close()
-    assert poller.restore.write_errors == 0
+    loop.close()
+    assert loop.view.restore.write_errors == 0
     saved = StateStore(tmp_path).load()
     assert saved is not None and saved.window is not None and saved.event_ids == ("ev-1",)
     assert sidecar.registry.get_sample_value("helios_restore_window_open") == 1
@@ -200,20 +201,20 @@ def _unwritable_dirs(tmp_path: Path) -> list[Path]:
 def test_unwritable_state_dir_counts_write_errors_and_never_raises(tmp_path: Path) -> None:
     for state_dir in _unwritable_dirs(tmp_path):
         sidecar = make_sidecar(state_dir)
-        poller = sidecar.poller
+        loop = sidecar.loop
 
-        async def go(poller: Poller) -> None:
-            await poller.cycle()  # first snapshot: state changes, persist fails
-            await poller.apply_event("ev-1", "drain_started")
-            await poller.engine_source.client.aclose()
+        async def go(sidecar: Any, loop: PollLoop) -> None:
+            await loop.cycle()  # first snapshot: state changes, persist fails
+            await loop.apply_event("ev-1", "drain_started")
+            await sidecar.client.aclose()
 
         with capture_logs() as logs:
-            asyncio.run(go(poller))
-        poller.close()
-        assert poller.restore.write_errors == 2, state_dir
-        assert poller.restore.last_write_error.split(":")[0] in (
+            asyncio.run(go(sidecar, loop))
+        loop.close()
+        assert loop.view.restore.write_errors == 2, state_dir
+        assert loop.view.restore.last_write_error.split(":")[0] in (
             "NotADirectoryError", "FileExistsError", "PermissionError")
-        assert poller.restore.state.window is not None  # the window is still tracked in memory
+        assert loop.view.restore.state.window is not None  # the window is still tracked in memory
         failed = [e for e in logs if e["event"] == "restore_state_write_failed"]
         assert len(failed) == 2 and failed[0]["log_level"] == "error"
         assert sidecar.registry.get_sample_value("helios_restore_state_write_errors_total") == 2
@@ -236,22 +237,22 @@ def test_disk_full_keeps_the_old_state(tmp_path: Path) -> None:
     assert s.load() == old
 
 
-def test_disk_full_is_counted_by_the_poller(tmp_path: Path) -> None:
+def test_disk_full_is_counted_by_the_keeper(tmp_path: Path) -> None:
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full")
     sidecar = make_sidecar(tmp_path)
-    poller = sidecar.poller
+    loop = sidecar.loop
     (tmp_path / f".{STATE_FILE}.{os.getpid()}.tmp").symlink_to("/dev/full")
 
     async def go() -> None:
-        await poller.cycle()
-        await poller.engine_source.client.aclose()
+        await loop.cycle()
+        await sidecar.client.aclose()
 
     with capture_logs() as logs:
         asyncio.run(go())
-    poller.close()
-    assert poller.restore.write_errors == 1
-    assert "No space left" in poller.restore.last_write_error
+    loop.close()
+    assert loop.view.restore.write_errors == 1
+    assert "No space left" in loop.view.restore.last_write_error
     assert any(e["event"] == "restore_state_write_failed" for e in logs)
     assert not (tmp_path / STATE_FILE).exists()
 
@@ -261,10 +262,10 @@ def test_state_survives_a_sidecar_restart(tmp_path: Path) -> None:
     first = make_sidecar(tmp_path, engine)
 
     async def go(sidecar: object, steps: list) -> None:
-        p = sidecar.poller  # type: ignore[attr-defined]
+        p = sidecar.loop  # type: ignore[attr-defined]
         for s in steps:
             await s(p)
-        await p.engine_source.client.aclose()
+        await sidecar.client.aclose()  # type: ignore[attr-defined]
         p.close()
 
     async def cycle(p: object) -> None:
@@ -276,13 +277,13 @@ def test_state_survives_a_sidecar_restart(tmp_path: Path) -> None:
         await p.cycle()  # type: ignore[attr-defined]
 
     asyncio.run(go(first, [cycle, drain]))
-    window = first.poller.restore.state.window
+    window = first.loop.view.restore.state.window
     assert window is not None
     second = make_sidecar(tmp_path, engine)
-    second.poller.load_state()
+    second.loop.load_state()
     engine.down = True
     asyncio.run(go(second, [cycle]))
-    again = second.poller.restore.state.window
+    again = second.loop.view.restore.state.window
     assert again is not None
     assert again.start == window.start and again.incumbent == window.incumbent
     assert second.registry.get_sample_value(
@@ -294,22 +295,22 @@ def test_failed_write_is_retried_every_cycle_until_it_lands(tmp_path: Path) -> N
     blocker.write_text("not a directory yet")
     state_dir = blocker / "state"
     sidecar = make_sidecar(state_dir)
-    poller = sidecar.poller
+    loop = sidecar.loop
 
     async def go() -> None:
-        await poller.cycle()
-        _, _, persisted = await poller.apply_event("ev-1", "drain_started")
+        await loop.cycle()
+        _, _, persisted = await loop.apply_event("ev-1", "drain_started")
         assert persisted is False
         blocker.unlink()
         blocker.mkdir()  # the volume comes back
-        await poller.cycle()  # no transition: the same window, written now
-        await poller.engine_source.client.aclose()
+        await loop.cycle()  # no transition: the same window, written now
+        await sidecar.client.aclose()
 
     asyncio.run(go())
-    poller.close()
+    loop.close()
     saved = StateStore(state_dir).load()
     assert saved is not None and saved.window is not None
-    assert saved.window.start == poller.restore.state.window.start  # type: ignore[union-attr]
+    assert saved.window.start == loop.view.restore.state.window.start  # type: ignore[union-attr]
 
 
 def test_unreadable_state_file_is_never_overwritten(tmp_path: Path) -> None:
@@ -319,22 +320,22 @@ def test_unreadable_state_file_is_never_overwritten(tmp_path: Path) -> None:
     (state_dir / STATE_FILE).rename(tmp_path / "held")
     (state_dir / STATE_FILE).mkdir()  # reading it fails with EISDIR: unreadable, not corrupt
     sidecar = make_sidecar(state_dir)
-    poller = sidecar.poller
-    poller.load_state()
-    assert poller.restore.read_errors == 1 and poller.restore.corrupt_files == 0
+    loop = sidecar.loop
+    loop.load_state()
+    assert loop.view.restore.read_errors == 1 and loop.view.restore.corrupt_files == 0
 
     async def go() -> None:
-        await poller.cycle()
+        await loop.cycle()
         assert (state_dir / STATE_FILE).is_dir()  # nothing written over it
         (state_dir / STATE_FILE).rmdir()
         (state_dir / STATE_FILE).write_bytes(good)  # readable again
-        await poller.cycle()
-        await poller.engine_source.client.aclose()
+        await loop.cycle()
+        await sidecar.client.aclose()
 
     asyncio.run(go())
-    poller.close()
+    loop.close()
     # The recovered window was adopted (then closed by the serving engine): not lost.
     start = open_window_state().window.start  # type: ignore[union-attr]
-    state = poller.restore.state
+    state = loop.view.restore.state
     recovered = state.window.start if state.window else state.last_window.start  # type: ignore[union-attr]
     assert recovered == start

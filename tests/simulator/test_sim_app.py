@@ -8,12 +8,12 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from prometheus_client.parser import text_string_to_metric_families
 
 from simulator.app import build_app, tokenize
 from simulator.clock import ManualClock
 from simulator.engine import EngineConfig, SimulatedEngine
 from simulator.runner import build_scenario
+from tools.harness import families as exposition_families
 
 pytestmark = pytest.mark.anyio
 
@@ -105,7 +105,7 @@ async def test_metrics_parse_as_prometheus_text(client: httpx.AsyncClient) -> No
     response = await client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
-    families = {f.name: f for f in text_string_to_metric_families(response.text)}
+    families = exposition_families(response.text)
     assert families["helios:prompt_tokens"].type == "counter"
     assert families["helios:generation_tokens"].type == "counter"
     assert families["helios:num_running_reqs"].type == "gauge"

@@ -15,6 +15,7 @@ import pytest
 from simulator import cli
 from simulator.corpora import LANES
 from simulator.runner import SCENARIOS
+from tools.harness import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,12 +92,6 @@ def test_bad_listen_exits_2(listen: str, capsys: pytest.CaptureFixture[str]) -> 
 def test_parse_listen() -> None:
     assert cli.parse_listen("127.0.0.1:8000") == ("127.0.0.1", 8000)
     assert cli.parse_listen("[::1]:9") == ("::1", 9)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_python_m_simulator_serves_and_stops_on_sigterm() -> None:

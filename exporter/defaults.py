@@ -1,0 +1,36 @@
+"""Every default of the sidecar, defined once.
+
+Imported by the command-line options and `Config` (exporter/config.py), the restore bounds
+(exporter/restore/window.py), the derivations (exporter/derive.py) and the sources. Where a value
+must also appear in a generated file (alerts/config.yaml: the page headroom, the down grace, the
+memory of a window longer than the restore bound), a test ties the two (tests/test_defaults.py).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+LISTEN_HOST: Final = "0.0.0.0"
+LISTEN_PORT: Final = 9400
+POLL_INTERVAL: Final = 5.0  # seconds between poll cycles
+ENGINE_TIMEOUT: Final = 2.0  # seconds for one whole engine request
+MAX_RESPONSE_BYTES: Final = 8 * 1024 * 1024
+STATE_DIR: Final = "/var/lib/helios-exporter"
+NVML_TIMEOUT: Final = 2.0  # seconds one NVML poll may take
+HOST_TIMEOUT: Final = 2.0  # seconds one psutil poll may take (not configurable)
+MAX_SERIES_PER_FAMILY: Final = 200  # pass-through cardinality guard
+
+# The restore window (seconds from its start).
+REQUEST_CUTOFF: Final = 4200.0
+RESTORE_BOUND: Final = 5400.0
+DOWN_GRACE: Final = 60.0  # unreachable this long before a window opens
+
+PREFLIGHT_MAX_TOKENS: Final = 4
+PREFLIGHT_TIMEOUT: Final = 10.0
+
+# helios_offload_row_pressure_with_page_headroom_total: the page slab counts as having headroom
+# while at least this fraction of it is free.
+PAGE_HEADROOM_RATIO: Final = 0.25
+
+LOG_FORMAT: Final = "auto"
+LOG_LEVEL: Final = "info"

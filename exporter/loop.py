@@ -1,0 +1,161 @@
+"""The background poll loop: one cycle per interval, whoever scrapes and however often.
+
+Why poll in the background rather than at scrape time (the Prometheus guide's default): the restore
+window must be observed even when nobody scrapes, NVML calls can hang, and the engine must see the
+same load whether one or five Prometheus servers scrape us.
+
+One cycle: poll every source at once, derive the engine picture (`derive.advance_engine`), hand
+the snapshot to the restore keeper, and publish one immutable `View`. Scrapes read the latest
+view; `on_publish` tells the exposition cache that it changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import structlog
+
+from exporter import derive, logs
+from exporter.defaults import MAX_SERIES_PER_FAMILY
+from exporter.restore.keeper import EventOutcome, RestoreKeeper
+from exporter.restore.window import EventKind
+from exporter.snapshot import Snapshot
+from exporter.sources.base import Result, SourceHealth
+from exporter.sources.blocking import BoundedRunner
+from exporter.sources.engine import EngineSource
+from exporter.view import View, frozen
+
+log = structlog.get_logger("helios_exporter.loop")
+
+
+class PollLoop:
+    def __init__(
+        self,
+        engine_source: EngineSource,
+        keeper: RestoreKeeper,
+        interval: float,
+        *,
+        max_series_per_family: int = MAX_SERIES_PER_FAMILY,
+        blocking: Mapping[str, BoundedRunner[Any]] | None = None,
+        clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.perf_counter,
+        on_publish: Callable[[View], None] | None = None,
+    ) -> None:
+        self._engine_source = engine_source
+        self._keeper = keeper
+        self._interval = interval
+        self._max_series = max_series_per_family
+        self._blocking = dict(blocking or {})
+        self._clock = clock
+        self._timer = timer
+        self._on_publish = on_publish
+        # The loop's only state between cycles is the view it last published.
+        sources = dict(View().sources)
+        for name in ("engine_snapshot", "engine_metrics", *self._blocking):
+            sources[name] = SourceHealth(enabled=True)
+        self._view = View(restore=keeper.view(), sources=frozen(sources))
+
+    @property
+    def view(self) -> View:
+        """The latest published view."""
+        return self._view
+
+    @property
+    def blocking_sources(self) -> tuple[str, ...]:
+        return tuple(self._blocking)
+
+    # -- the restore keeper, published -------------------------------------------------------
+    def load_state(self) -> None:
+        """Read the saved restore state (at start), then publish it."""
+        self._keeper.load()
+        self._publish(replace(self._view, restore=self._keeper.view()))
+
+    async def apply_event(self, event_id: str, kind: EventKind) -> EventOutcome:
+        """One events-API event through the keeper; the changed restore picture is published."""
+        outcome = await self._keeper.apply_event(event_id, kind)
+        self._publish(replace(self._view, restore=self._keeper.view()))
+        return outcome
+
+    # -- the cycle -----------------------------------------------------------------------------
+    async def cycle(self) -> None:
+        t0 = self._timer()
+        now = self._clock()
+        snap_res, metrics_res, *blocking_res = await asyncio.gather(
+            self._engine_source.snapshot(),
+            self._engine_source.metrics(self._max_series),
+            *(runner.poll() for runner in self._blocking.values()),
+        )
+        before = self._view
+        sources = dict(before.sources)
+        latest = dict(before.latest)
+        for name, res in (("engine_snapshot", snap_res), ("engine_metrics", metrics_res),
+                          *zip(self._blocking, blocking_res, strict=True)):
+            sources[name] = _recorded(name, sources[name], res)
+            if name in self._blocking:
+                latest[name] = res
+        engine = derive.advance_engine(before.engine, snap_res.value, metrics_res.value)
+        _log_engine(before.engine, engine, snap_res.value)
+        await self._keeper.observe(now, snap_res.value)
+        traffic = self._engine_source.traffic
+        self._publish(View(
+            engine=engine,
+            restore=self._keeper.view(),
+            sources=frozen(sources),
+            latest=frozen(latest),
+            engine_requests=frozen(traffic.requests),
+            engine_response_bytes=frozen(traffic.response_bytes),
+            cycles=before.cycles + 1,
+            last_cycle_duration=self._timer() - t0,
+        ))
+
+    def _publish(self, view: View) -> None:
+        self._view = view
+        if self._on_publish is not None:
+            self._on_publish(view)
+
+    async def run_forever(self) -> None:
+        """Cycles aligned to the interval; a slow cycle delays the next one, never stacks."""
+        while True:
+            started = time.monotonic()
+            try:
+                await self.cycle()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug in one cycle must not stop observation of the window
+                log.exception("poll_cycle_failed")
+            await asyncio.sleep(max(0.0, self._interval - (time.monotonic() - started)))
+
+    def close(self) -> None:
+        for runner in self._blocking.values():
+            runner.close()
+
+
+def _recorded(name: str, health: SourceHealth, res: Result[Any]) -> SourceHealth:
+    if res.ok and health.up is False:
+        log.info("source_recovered", source=name)
+    elif not res.ok and health.up is not False:
+        # Logged on the transition only: a dead engine is one line, not one per poll.
+        log.warning("source_down", source=name, reason=res.reason, error=res.message)
+    return health.recorded(res)
+
+
+def _log_engine(before: derive.EnginePicture, after: derive.EnginePicture,
+                snap: Snapshot | None) -> None:
+    """What changed about the engine in this cycle, logged once per change."""
+    if snap is None:
+        return
+    previous = before.snapshot
+    if after.generations_seen != before.generations_seen:
+        logs.CONTEXT["generation"] = snap.generation
+        log.info("generation_seen", generation=snap.generation,
+                 derived=snap.generation_derived, started_at=snap.started_at)
+    if after.decreased_fields:
+        log.warning("engine_counter_decreased", fields=list(after.decreased_fields[:10]),
+                    generation=snap.generation)
+    if snap.dropped_fields and (previous is None or previous.dropped_fields != snap.dropped_fields):
+        log.warning("snapshot_fields_dropped", fields=list(snap.dropped_fields),
+                    reason="not usable as a label value")

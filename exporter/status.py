@@ -1,0 +1,53 @@
+"""GET /status: the latest view as JSON for on-call, a pure function of (view, bounds, config, now)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exporter.config import Config
+from exporter.restore.window import Bounds
+from exporter.view import View
+
+
+def status(view: View, bounds: Bounds, config: Config, now: float) -> dict[str, Any]:
+    restore = view.restore
+    state = restore.state
+    window = state.window
+    snap = view.engine.snapshot
+    return {
+        "generation": snap.generation if snap else None,
+        "generation_derived": snap.generation_derived if snap else None,
+        "snapshot_dropped_fields": list(snap.dropped_fields) if snap else [],
+        "engine_url": config.engine_url,
+        "engine_up": view.engine.snapshot_current,
+        "restore": {
+            "phase": state.phase,
+            "window_open": window is not None,
+            "window": None if window is None else {
+                "start": window.start,
+                "cause": window.cause,
+                "request_cutoff_deadline": window.deadline(bounds, "request_cutoff"),
+                "restore_deadline": window.deadline(bounds, "restore"),
+                "seconds_to_request_cutoff": window.deadline(bounds, "request_cutoff") - now,
+                "seconds_to_restore_deadline": window.deadline(bounds, "restore") - now,
+                "last_inflight": window.last_inflight,
+                "drained": window.drained,
+                "incumbent": None if window.incumbent is None else _fields(window.incumbent),
+                "restored": None if window.restored is None else _fields(window.restored),
+                "preflight": window.preflight,
+            },
+            "checks": state.checks,
+            "last_window": None if state.last_window is None else _fields(state.last_window),
+            "state_file": str(restore.state_file),
+            "state_write_errors": restore.write_errors,
+            "last_state_write_error": restore.last_write_error or None,
+        },
+        "bounds": {"request_cutoff": bounds.request_cutoff,
+                   "restore_bound": bounds.restore_bound, "down_grace": bounds.down_grace},
+        "sources": {name: h.as_status() for name, h in view.sources.items()},
+        "poll_cycles": view.cycles,
+    }
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    return {k: getattr(obj, k) for k in obj.__slots__}
