@@ -3,7 +3,7 @@
 # (`simulate`) in one image.
 #
 #   docker build -t helios-exporter:0.1.0 .
-#   docker run --rm -p 9400:9400 -e HELIOS_EXPORTER_ENGINE_URL=http://engine:8000 helios-exporter:0.1.0
+#   docker run --rm -p 19400:19400 -e HELIOS_EXPORTER_ENGINE_URL=http://engine:8000 helios-exporter:0.1.0
 #
 # Configuration is the HELIOS_EXPORTER_* environment (README.md, "Configuration") or flags after
 # the image name (`... helios-exporter:0.1.0 serve --engine-url ...`). docs/deploy.md explains the
@@ -57,10 +57,10 @@ WORKDIR /var/lib/helios-exporter
 # The durable restore-window state (--state-dir, default /var/lib/helios-exporter): it must
 # outlive the container, so mount a volume here (Compose: a named volume; Kubernetes: a PVC).
 VOLUME ["/var/lib/helios-exporter"]
-EXPOSE 9400
+EXPOSE 19400
 # The venv's python, no curl/wget needed. Follows HELIOS_EXPORTER_LISTEN's port; a port given as
 # a `--listen` flag instead is not seen here (override the health check then).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
-    CMD ["/opt/helios-exporter/bin/python", "-c", "import os, urllib.request; port = os.environ.get('HELIOS_EXPORTER_LISTEN', '0.0.0.0:9400').rpartition(':')[2]; urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=2)"]
+    CMD ["/opt/helios-exporter/bin/python", "-c", "import os, urllib.request; port = os.environ.get('HELIOS_EXPORTER_LISTEN', '0.0.0.0:19400').rpartition(':')[2]; urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=2)"]
 ENTRYPOINT ["helios-exporter"]
 CMD ["serve"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 LISTEN_HOST: Final = "0.0.0.0"
-LISTEN_PORT: Final = 9400
+LISTEN_PORT: Final = 19400
 POLL_INTERVAL: Final = 5.0  # seconds between poll cycles
 ENGINE_TIMEOUT: Final = 2.0  # seconds for one whole engine request
 MAX_RESPONSE_BYTES: Final = 8 * 1024 * 1024

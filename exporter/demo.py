@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", default="outage",
                         help="simulator scenario: steady, reverse-replay or outage (default)")
     parser.add_argument("--engine-port", type=int, default=8000)
-    parser.add_argument("--port", type=int, default=9400, help="sidecar port")
+    parser.add_argument("--port", type=int, default=19400, help="sidecar port")
     parser.add_argument("--prometheus-port", type=int, default=9090)
     parser.add_argument("--alertmanager-port", type=int, default=9093)
     parser.add_argument("--poll-interval", default="1")

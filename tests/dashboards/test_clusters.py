@@ -16,7 +16,7 @@ from tests.dashboards.promql import DASHBOARD_FILES, all_expressions, substitute
 
 # The cluster variable's value, recognisable after substitution (Grafana's would be a regex).
 SENTINEL = "cluster-variable"
-VALUES = {"cluster": SENTINEL, "job": "helios-exporter", "instance": "127.0.0.1:9400",
+VALUES = {"cluster": SENTINEL, "job": "helios-exporter", "instance": "127.0.0.1:19400",
           "generation": ".*", "gpu": ".*", "datasource": "prometheus", "__rate_interval": "1m",
           "__interval": "15s", "__range": "3h"}
 # Functions whose result has no labels of its input (or none at all).

@@ -34,7 +34,7 @@ GRAFANA_UNITS = frozenset(v for v in vars(sdk_units).values() if isinstance(v, s
 RATE_FUNCTIONS = re.compile(r"\b(rate|irate|increase|delta|idelta|deriv)\s*\(")
 
 # What Grafana would put in for the variables when checking that the PromQL parses.
-SAMPLE_VALUES = {"cluster": ".*", "job": "helios-exporter", "instance": "127.0.0.1:9400", "generation": ".*",
+SAMPLE_VALUES = {"cluster": ".*", "job": "helios-exporter", "instance": "127.0.0.1:19400", "generation": ".*",
                  "gpu": ".*", "datasource": "prometheus", "__rate_interval": "1m",
                  "__interval": "15s", "__range": "3h"}
 

@@ -123,7 +123,7 @@ def test_runtime_user_ports_health_and_entrypoint(dockerfile: list[Instruction])
     (user,) = _final(dockerfile, "USER")
     uid, _, gid = user.partition(":")
     assert uid == "10001" and gid == "10001", "a fixed numeric non-root user (runAsNonRoot)"
-    assert _final(dockerfile, "EXPOSE") == ["9400"]
+    assert _final(dockerfile, "EXPOSE") == ["19400"]
     assert json.loads(_final(dockerfile, "ENTRYPOINT")[0]) == ["helios-exporter"]
     assert json.loads(_final(dockerfile, "CMD")[0]) == ["serve"]
     assert json.loads(_final(dockerfile, "VOLUME")[0]) == [STATE_DIR]

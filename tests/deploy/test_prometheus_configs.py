@@ -56,7 +56,7 @@ def test_promtool_check_config(config: Path, promtool: str, tmp_path: Path) -> N
         doc = yaml.safe_load(config.read_text(encoding="utf-8"))
         for job in doc["scrape_configs"]:
             if job.pop("kubernetes_sd_configs", None) is not None:
-                job["static_configs"] = [{"targets": ["10.0.0.1:9400"]}]
+                job["static_configs"] = [{"targets": ["10.0.0.1:19400"]}]
         shutil.rmtree(tmp_path / "alerts")
         result = _check_config(promtool, _stage(config, tmp_path, doc))
         output = result.stdout + result.stderr
@@ -123,25 +123,25 @@ def test_kubernetes_pod_discovery_relabeling(promtool: str, tmp_path: Path) -> N
         # a StatefulSet pod: engine ports `http` and `metrics`, the sidecar's helios-metrics
         _pod_port("qwen-0", "10.0.0.5", 30000, "http"),
         _pod_port("qwen-0", "10.0.0.5", 30001, "metrics"),
-        _pod_port("qwen-0", "10.0.0.5", 9400, "helios-metrics"),
+        _pod_port("qwen-0", "10.0.0.5", 19400, "helios-metrics"),
         # the same pod rescheduled: new IP, same name
-        _pod_port("qwen-0", "10.0.9.9", 9400, "helios-metrics"),
+        _pod_port("qwen-0", "10.0.9.9", 19400, "helios-metrics"),
         # a one-replica Deployment's pod, before and after a reschedule (new name and IP)
-        _pod_port("chat-7d9f-x1", "10.0.0.6", 9400, "helios-metrics", **{instance: "chat"}),
-        _pod_port("chat-7d9f-z9", "10.0.0.7", 9400, "helios-metrics", **{instance: "chat"}),
+        _pod_port("chat-7d9f-x1", "10.0.0.6", 19400, "helios-metrics", **{instance: "chat"}),
+        _pod_port("chat-7d9f-z9", "10.0.0.7", 19400, "helios-metrics", **{instance: "chat"}),
         # not injected, or not to be scraped
-        _pod_port("router-1", "10.0.0.8", 9400, "metrics", **{injected: ""}),
-        _pod_port("qwen-1", "10.0.0.10", 9400, "helios-metrics",
+        _pod_port("router-1", "10.0.0.8", 19400, "metrics", **{injected: ""}),
+        _pod_port("qwen-1", "10.0.0.10", 19400, "helios-metrics",
                   __meta_kubernetes_pod_phase="Succeeded"),
     ]
     labels = _sd_labels(promtool, tmp_path, targets)
     kept = [lbl for lbl in labels if lbl]
     summary = sorted((lbl["__address__"], lbl["instance"], lbl["job"]) for lbl in kept)
     assert summary == [
-        ("10.0.0.5:9400", "inference/qwen-0", alert_job()),
-        ("10.0.0.6:9400", "inference/chat", alert_job()),
-        ("10.0.0.7:9400", "inference/chat", alert_job()),
-        ("10.0.9.9:9400", "inference/qwen-0", alert_job()),
+        ("10.0.0.5:19400", "inference/qwen-0", alert_job()),
+        ("10.0.0.6:19400", "inference/chat", alert_job()),
+        ("10.0.0.7:19400", "inference/chat", alert_job()),
+        ("10.0.9.9:19400", "inference/qwen-0", alert_job()),
     ]
     assert all("pod" not in lbl and lbl["namespace"] == "inference" for lbl in kept)
 
