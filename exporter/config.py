@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 from exporter import defaults
 from exporter.logs import FORMATS as LOG_FORMATS
 from exporter.logs import LEVELS as LOG_LEVELS
+from exporter.pins import POWER_LIMIT_TOLERANCE_WATTS
+from exporter.snapshot import label_value_ok, max_ranks
 
 ENV_PREFIX = "HELIOS_EXPORTER_"
 
@@ -88,6 +90,19 @@ OPTIONS: tuple[Option, ...] = (
            "Engine process name to look for when no pid file is given (host source)."),
     Option("--max-series-per-family", "int", defaults.MAX_SERIES_PER_FAMILY,
            "Cardinality guard: most series exported per engine pass-through family."),
+    Option("--expect-image-digest", "str", None,
+           "Pin: the engine's snapshot identity.image_digest must be this "
+           "(helios_engine_pin_ok{pin=\"image_digest\"}).", ("serve", "check")),
+    Option("--expect-package", "str", None,
+           "Pin: the engine's snapshot identity.package must be this.", ("serve", "check")),
+    Option("--expect-checkpoint", "str", None,
+           "Pin: the engine's snapshot identity.checkpoint must be this.", ("serve", "check")),
+    Option("--expect-ranks", "int", None,
+           "Pin: the snapshot's ranks must list this many entries (2 for TP2).",
+           ("serve", "check")),
+    Option("--expect-power-limit-watts", "float", None,
+           "Pin: every GPU serving a rank must have this enforced NVML power limit (within "
+           f"{POWER_LIMIT_TOLERANCE_WATTS:g} W)."),
     Option("--log-format", "str", defaults.LOG_FORMAT,
            "auto (console on a terminal, else JSON), json, logfmt or console; every line on "
            "stderr, library logs included, is in this format.", ("serve", "check")),
@@ -120,6 +135,11 @@ class Config:
     engine_pid_file: Path | None = None
     engine_process_name: str | None = None
     max_series_per_family: int = defaults.MAX_SERIES_PER_FAMILY
+    expect_image_digest: str | None = None
+    expect_package: str | None = None
+    expect_checkpoint: str | None = None
+    expect_ranks: int | None = None
+    expect_power_limit_watts: float | None = None
     log_format: str = defaults.LOG_FORMAT
     log_level: str = defaults.LOG_LEVEL
 
@@ -209,7 +229,8 @@ def load(args: argparse.Namespace, command: str, environ: Mapping[str, str] | No
 
 _NULLABLE = {
     "events_token_file", "preflight_direct_url", "preflight_routed_url", "preflight_auth_file",
-    "engine_pid_file", "engine_process_name", "preflight_model",
+    "engine_pid_file", "engine_process_name", "preflight_model", "expect_image_digest",
+    "expect_package", "expect_checkpoint", "expect_ranks", "expect_power_limit_watts",
 }
 
 
@@ -220,8 +241,9 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
 
     for key in ("poll_interval", "timeout", "max_response_bytes", "nvml_timeout",
                 "request_cutoff", "restore_bound", "preflight_max_tokens", "preflight_timeout",
-                "max_series_per_family"):
+                "max_series_per_family", "expect_power_limit_watts"):
         positive(key)
+    _validate_pins(v, errors)
     if "down_grace" in v and v["down_grace"] < 0:
         errors.append(f"--down-grace: must be 0 or more, got {v['down_grace']}")
     if v.get("request_cutoff", 0) > v.get("restore_bound", float("inf")):
@@ -247,6 +269,22 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
             continue
         if key == "events_token_file" and not content.strip():
             errors.append(f"{flag}: {path} is empty (it must hold the bearer token)")
+
+
+def _validate_pins(v: dict[str, Any], errors: list[str]) -> None:
+    for key in ("expect_image_digest", "expect_package", "expect_checkpoint"):
+        text = v.get(key)
+        # The engine's value must be a label value to be compared (the snapshot schema's pattern);
+        # a pin that is not one could never match.
+        if text is not None and not label_value_ok(text):
+            errors.append(f"--{key.replace('_', '-')}: expected 1-128 characters of "
+                          f"[A-Za-z0-9._:@/+=-], got {text!r}")
+    ranks = v.get("expect_ranks")
+    if ranks is not None and not 1 <= ranks <= max_ranks():
+        errors.append(f"--expect-ranks: must be 1 to {max_ranks()}, got {ranks}")
+    if v.get("expect_power_limit_watts") is not None and v.get("no_nvml"):
+        errors.append("--expect-power-limit-watts: needs NVML to read the limit; "
+                      "drop --no-nvml or the pin")
 
 
 def _one_of(values: Sequence[str]) -> str:

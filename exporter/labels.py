@@ -27,6 +27,8 @@ ENGINE_PATHS: Final = ("snapshot", "metrics")  # what the sidecar requests from 
 # `helios_exporter_snapshot_fields_dropped_total{field}`: identity fields left out of a snapshot.
 IDENTITY_FIELDS: Final = ("image_digest", "container_id", "package", "checkpoint")
 DROPPABLE_FIELDS: Final = tuple(f"identity.{k}" for k in IDENTITY_FIELDS)
+PINS: Final = ("image_digest", "package", "checkpoint", "ranks", "power_limit")
+GEOMETRY_RULES: Final = ("slabs_within_budget", "resident_within_budget", "lookups_accounted")
 
 
 class ErrorReason(StrEnum):

@@ -196,6 +196,17 @@ def _label_re() -> re.Pattern[str]:
     return re.compile(pattern.removeprefix("^").removesuffix("$"))
 
 
+def label_value_ok(text: str) -> bool:
+    """Whether `text` is what the schema accepts for an identity field (a usable label value)."""
+    return _label_re().fullmatch(text) is not None
+
+
+def max_ranks() -> int:
+    """The most entries a snapshot's `ranks` may list (the schema's maxItems)."""
+    limit: int = schema()["properties"]["ranks"]["maxItems"]
+    return limit
+
+
 def _drop_unusable_identity(obj: Any) -> tuple[Any, tuple[str, ...]]:
     """Identity strings are descriptive: one that cannot be a label value (a space, a quote, an
     empty or overlong string) is left out and reported, instead of failing the snapshot; a

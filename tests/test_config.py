@@ -126,3 +126,36 @@ def test_an_unknown_log_format_names_the_choices() -> None:
         parse(["--engine-url", "http://e:1", "--log-format", "xml"])
     assert info.value.errors == [
         "--log-format: expected auto, json, logfmt or console, got 'xml'"]
+
+
+def test_pins_are_read_from_flags_and_environment() -> None:
+    env = {"HELIOS_EXPORTER_EXPECT_PACKAGE": "helios-2.14.0+47581cca",
+           "HELIOS_EXPORTER_EXPECT_POWER_LIMIT_WATTS": "300"}
+    c = parse(["--engine-url", "http://e:1", "--expect-ranks", "2",
+               "--expect-checkpoint", "qwen3-next-w4a16-r3",
+               "--expect-image-digest", "sha256:9f2c"], env)
+    assert (c.expect_image_digest, c.expect_package, c.expect_checkpoint, c.expect_ranks,
+            c.expect_power_limit_watts) == ("sha256:9f2c", "helios-2.14.0+47581cca",
+                                            "qwen3-next-w4a16-r3", 2, 300.0)
+    unpinned = parse(["--engine-url", "http://e:1"])
+    assert unpinned.expect_ranks is None and unpinned.expect_package is None
+
+
+def test_bad_pins_are_config_errors() -> None:
+    with pytest.raises(cfg.ConfigError) as info:
+        parse(["--engine-url", "http://e:1", "--expect-package", "helios 2.14",
+               "--expect-checkpoint", "", "--expect-ranks", "0",
+               "--expect-power-limit-watts", "-5", "--expect-image-digest", "x" * 129])
+    assert [e.split(":")[0] for e in info.value.errors] == [
+        "--expect-power-limit-watts", "--expect-image-digest", "--expect-package",
+        "--expect-checkpoint", "--expect-ranks"]
+    with pytest.raises(cfg.ConfigError) as info:
+        parse(["--engine-url", "http://e:1", "--expect-ranks", "65"])
+    assert info.value.errors == ["--expect-ranks: must be 1 to 64, got 65"]
+
+
+def test_a_power_limit_pin_needs_nvml() -> None:
+    with pytest.raises(cfg.ConfigError) as info:
+        parse(["--engine-url", "http://e:1", "--no-nvml", "--expect-power-limit-watts", "300"])
+    (error,) = info.value.errors
+    assert error.startswith("--expect-power-limit-watts: needs NVML")
