@@ -7,6 +7,10 @@ Example (contract example snapshot):
     helios_offload_slab_free{generation="g-20261129T0412Z-7f3a",kind="page"} 20480.0
     # TYPE helios_offload_eviction_attempts_total counter
     helios_offload_eviction_attempts_total{generation="g-...",pressure="row"} 40.0
+    # TYPE helios_engine_ranks gauge
+    helios_engine_ranks{generation="g-20261129T0412Z-7f3a"} 2.0
+    # TYPE helios_offload_geometry_consistent gauge
+    helios_offload_geometry_consistent{generation="g-20261129T0412Z-7f3a"} 1.0
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
 
-from exporter import derive
+from exporter import derive, geometry
 from exporter.collectors.families import counter, gauge
 from exporter.derive import EnginePicture
 from exporter.labels import EVICTION_OUTCOMES
@@ -80,6 +84,11 @@ def _identity(snap: Snapshot) -> Iterator[Metric]:
                       [G])
         start.add_metric([gen], snap.started_at)
         yield start
+    if snap.ranks is not None:
+        ranks = gauge("helios_engine_ranks",
+                      "Number of entries in the snapshot's ranks (2 for TP2).", [G])
+        ranks.add_metric([gen], len(snap.ranks))
+        yield ranks
     if snap.admission is not None:
         adm = gauge("helios_engine_admission_open",
                     "1 when snapshot admission.state is open, else 0 (draining or closed).", [G])
@@ -147,6 +156,17 @@ def _offload(gen: str, off: Offload, headroom: derive.Headroom | None) -> Iterat
         yield c
     if off.lookups is not None:
         yield from _lookups(gen, off)
+    if (geo := geometry.check(off)) is not None:
+        consistent = gauge(
+            "helios_offload_geometry_consistent",
+            "1 when the snapshot's offload arithmetic holds: slabs' capacity x record_bytes within "
+            "budget_bytes, resident.bytes within budget_bytes, lookups hits + misses within "
+            "lookups.total (the rules checked are those whose fields the snapshot has; /status "
+            "names a failed one).",
+            [G],
+        )
+        consistent.add_metric([gen], 1.0 if geo.consistent else 0.0)
+        yield consistent
     if off.host is not None:
         for field, name, doc in (
             ("stores", "helios_offload_host_stores_total", "Snapshot offload.host.stores."),
