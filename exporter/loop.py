@@ -19,8 +19,9 @@ from typing import Any
 
 import structlog
 
-from exporter import derive, logs
+from exporter import derive, logs, pins
 from exporter.defaults import MAX_SERIES_PER_FAMILY
+from exporter.pins import Pins
 from exporter.restore.keeper import EventOutcome, RestoreKeeper
 from exporter.restore.window import EventKind
 from exporter.snapshot import Snapshot
@@ -44,6 +45,7 @@ class PollLoop:
         clock: Callable[[], float] = time.time,
         timer: Callable[[], float] = time.perf_counter,
         on_publish: Callable[[View], None] | None = None,
+        pins: Pins | None = None,
     ) -> None:
         self._engine_source = engine_source
         self._keeper = keeper
@@ -53,6 +55,7 @@ class PollLoop:
         self._clock = clock
         self._timer = timer
         self._on_publish = on_publish
+        self._pins = pins or Pins()
         # The loop's only state between cycles is the view it last published.
         sources = dict(View().sources)
         for name in ("engine_snapshot", "engine_metrics", *self._blocking):
@@ -100,6 +103,9 @@ class PollLoop:
         engine = derive.advance_engine(before.engine, snap_res.value, metrics_res.value)
         _log_engine(before.engine, engine, snap_res.value)
         await self._keeper.observe(now, snap_res.value)
+        nvml = latest.get("nvml")
+        pin_checks = pins.check(self._pins, snap_res.value,
+                                pins.power_limits(nvml.value if nvml is not None else None))
         traffic = self._engine_source.traffic
         self._publish(View(
             engine=engine,
@@ -108,6 +114,7 @@ class PollLoop:
             latest=frozen(latest),
             engine_requests=frozen(traffic.requests),
             engine_response_bytes=frozen(traffic.response_bytes),
+            pins=pin_checks,
             cycles=before.cycles + 1,
             last_cycle_duration=self._timer() - t0,
         ))

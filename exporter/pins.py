@@ -25,6 +25,7 @@ from typing import Final
 
 from exporter.labels import PINS
 from exporter.snapshot import Snapshot
+from exporter.sources.gpu_report import GpuReport
 
 POWER_LIMIT_TOLERANCE_WATTS: Final = 1.0
 IDENTITY_PINS: Final = ("image_digest", "package", "checkpoint")
@@ -99,3 +100,11 @@ def _power_limit(
     off = any(abs(w - expected) > POWER_LIMIT_TOLERANCE_WATTS for w in known)
     ok = False if off else (True if len(known) == len(found) else None)
     return PinCheck("power_limit", expected, found, ok)
+
+
+def power_limits(report: GpuReport | None) -> dict[str, float | None] | None:
+    """Enforced power limit by GPU UUID from one NVML poll (None: no report this poll); a GPU
+    that is down or does not report its limit maps to None."""
+    if report is None:
+        return None
+    return {g.uuid: g.power_limit_watts if g.up else None for g in report.gpus if g.uuid}

@@ -20,6 +20,7 @@ from exporter.collectors.gpu import GpuCollector
 from exporter.collectors.host import HostCollector
 from exporter.collectors.offload import OffloadCollector
 from exporter.collectors.passthrough import PassthroughCollector
+from exporter.collectors.pins import PinCollector
 from exporter.collectors.restore import RestoreCollector
 from exporter.restore.window import Bounds
 from exporter.view import View
@@ -40,6 +41,7 @@ def build_registry(
     registry = CollectorRegistry(auto_describe=False)
     collectors: list[Collector] = [
         OffloadCollector(lambda: view().engine, lambda: view().restore.state),
+        PinCollector(lambda: view().pins),
         PassthroughCollector(lambda: view().engine),
         RestoreCollector(lambda: view().restore, bounds),
         ExporterCollector(view),

@@ -22,6 +22,7 @@ from exporter.app import ExpositionCache, build_app
 from exporter.config import Config
 from exporter.defaults import HOST_TIMEOUT
 from exporter.loop import PollLoop
+from exporter.pins import Pins
 from exporter.registry import build_registry
 from exporter.restore import preflight
 from exporter.restore.events import read_token
@@ -98,7 +99,10 @@ def build(
     # any cycle can run).
     loop = PollLoop(engine_source, keeper, config.poll_interval,
                     max_series_per_family=config.max_series_per_family, blocking=blocking,
-                    clock=clock, timer=timer, on_publish=lambda _: cache.invalidate())
+                    clock=clock, timer=timer, on_publish=lambda _: cache.invalidate(),
+                    pins=Pins(config.expect_image_digest, config.expect_package,
+                              config.expect_checkpoint, config.expect_ranks,
+                              config.expect_power_limit_watts))
     registry = build_registry(lambda: loop.view, bounds, gpu="nvml" in blocking, process=process,
                               platform=platform, build_info=build_info)
     cache = ExpositionCache(registry)

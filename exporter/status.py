@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from exporter import geometry
 from exporter.config import Config
 from exporter.restore.window import Bounds
+from exporter.snapshot import Snapshot
 from exporter.view import View
 
 
@@ -20,6 +22,9 @@ def status(view: View, bounds: Bounds, config: Config, now: float) -> dict[str, 
         "snapshot_dropped_fields": list(snap.dropped_fields) if snap else [],
         "engine_url": config.engine_url,
         "engine_up": view.engine.snapshot_current,
+        "pins": [{"pin": c.pin, "expected": c.expected, "found": c.found, "ok": c.ok}
+                 for c in view.pins],
+        "offload_geometry": _geometry(snap),
         "restore": {
             "phase": state.phase,
             "window_open": window is not None,
@@ -46,6 +51,19 @@ def status(view: View, bounds: Bounds, config: Config, now: float) -> dict[str, 
                    "restore_bound": bounds.restore_bound, "down_grace": bounds.down_grace},
         "sources": {name: h.as_status() for name, h in view.sources.items()},
         "poll_cycles": view.cycles,
+    }
+
+
+def _geometry(snap: Snapshot | None) -> dict[str, Any] | None:
+    """The arithmetic rules of the last good snapshot's offload section (exporter/geometry.py)."""
+    checked = None if snap is None else geometry.check(snap.offload)
+    if checked is None:
+        return None
+    return {
+        "consistent": checked.consistent,
+        "failed": [r.rule for r in checked.failed],
+        "rules": [{"rule": r.rule, "ok": r.ok, "value": r.value, "limit": r.limit,
+                   "detail": r.detail} for r in checked.rules],
     }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from exporter.derive import EnginePicture
 from exporter.labels import SOURCES
+from exporter.pins import PinCheck
 from exporter.restore.keeper import RestoreView
 from exporter.sources.base import Result, SourceHealth
 
@@ -40,6 +41,7 @@ class View:
     latest: Mapping[str, Result[Any]] = field(default_factory=_empty)  # blocking: host, nvml
     engine_requests: Mapping[tuple[str, str], int] = field(default_factory=_empty)  # path, outcome
     engine_response_bytes: Mapping[str, int] = field(default_factory=_empty)  # by path
+    pins: tuple[PinCheck, ...] = ()  # every configured pin against this cycle's polls
     cycles: int = 0
     last_cycle_duration: float | None = None  # seconds, all sources together
 

@@ -77,6 +77,11 @@ def test_rules_without_inputs_are_not_checked() -> None:
 
 def exposition(snapshot: dict[str, Any], tmp_path: Path) -> dict[str, float]:
     """The sidecar's /metrics after one poll of `snapshot`, as {series: value}."""
+    return poll(snapshot, tmp_path)[0]
+
+
+def poll(snapshot: dict[str, Any], tmp_path: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    """The sidecar's /metrics ({series: value}) and /status after one poll of `snapshot`."""
     engine = StubEngine(snapshot)
     sidecar = make_sidecar(engine, tmp_path)
 
@@ -90,7 +95,7 @@ def exposition(snapshot: dict[str, Any], tmp_path: Path) -> dict[str, float]:
     return {
         s.name + str(sorted(s.labels.items())): s.value
         for fam in text_string_to_metric_families(text) for s in fam.samples
-    }
+    }, sidecar.status()
 
 
 def test_geometry_and_ranks_are_exported(tmp_path: Path) -> None:
@@ -110,3 +115,16 @@ def test_geometry_and_ranks_are_absent_without_their_inputs(tmp_path: Path) -> N
                    for k in got)
     assert "helios_offload_slab_capacity" + str([("generation", obj["generation"]),
                                                  ("kind", "row")]) in got
+
+
+def test_status_names_the_failed_rule_and_its_numbers(tmp_path: Path) -> None:
+    obj = contract_example()
+    obj["offload"]["lookups"]["total"] = 100
+    _, status = poll(obj, tmp_path / "bad")
+    geo = status["offload_geometry"]
+    assert geo["consistent"] is False and geo["failed"] == ["lookups_accounted"]
+    (failed,) = [r for r in geo["rules"] if not r["ok"]]
+    assert failed == {"rule": "lookups_accounted", "ok": False, "value": 104, "limit": 100,
+                      "detail": "hits 52 + misses 52 = 104 > lookups.total 100"}
+    _, status = poll({"schema_version": 1, "generation": "g-bare"}, tmp_path / "bare")
+    assert status["offload_geometry"] is None
