@@ -1,4 +1,6 @@
-"""Engine ingest: exporter.passthrough.parse against prometheus_client's full parser, same text.
+"""Engine ingest: the pass-through (exporter.passthrough.parse, then passthrough_totals.fold
+into the previous poll's totals, as the sidecar does every poll) against prometheus_client's full
+parser, same text.
 
     .venv/bin/python bench/ingest.py [--seconds 4] [--json PATH]
 
@@ -33,6 +35,7 @@ from benchlib import ROOT, install_sigterm, percentile, write_json
 
 sys.path.insert(0, str(ROOT))
 from exporter import passthrough
+from exporter.passthrough_totals import fold
 
 SGLANG = ROOT / "tests" / "fixtures" / "real" / "sglang_production_metrics.prom"
 MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "qwen3-next")
@@ -158,11 +161,16 @@ def measure(name: str, text: str, seconds: float, min_reps: int) -> dict[str, An
     families = list(text_string_to_metric_families(text))
     sample_lines = sum(1 for ln in text.splitlines() if ln and not ln.startswith("#"))
     # The sidecar parses with a SeriesCache that persists across polls (engines repeat their
-    # series); warm it once, as the first poll does, and time the steady state.
+    # series) and folds counters into the totals of the previous poll; warm both once, as the
+    # first poll does, and time the steady state.
     cache = passthrough.SeriesCache()
-    passthrough.parse(text, cache=cache)
-    fast, full = interleaved(lambda: passthrough.parse(text, cache=cache),
-                             lambda: full_parse(text), seconds, min_reps)
+    totals = [fold(None, passthrough.parse(text, cache=cache), "g-bench")]
+
+    def poll() -> None:
+        totals[0] = fold(totals[0], passthrough.parse(text, cache=cache), "g-bench")
+
+    fast, full = interleaved(poll, lambda: full_parse(text), seconds, min_reps)
+    exported = [*parsed.families, *totals[0].families]
     fast_ms = statistics.median(fast) * 1000
     full_ms = statistics.median(full) * 1000
     result = {
@@ -170,8 +178,8 @@ def measure(name: str, text: str, seconds: float, min_reps: int) -> dict[str, An
         "families": len(families),
         "full_parse_samples": sum(len(f.samples) for f in families),
         "allow_listed_samples": parsed.samples_seen,
-        "exported_families": len(parsed.families),
-        "exported_samples": sum(len(f.samples) for f in parsed.families),
+        "exported_families": len(exported),
+        "exported_samples": sum(len(f.samples) for f in exported),
         "malformed_lines": parsed.malformed_lines,
         "passthrough": {"reps": len(fast), "median_ms": fast_ms,
                         "p99_ms": percentile(fast, 99) * 1000, "min_ms": min(fast) * 1000},

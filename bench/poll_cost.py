@@ -7,7 +7,7 @@
    real SGLang /metrics; `time.process_time()` around each `await loop.cycle()` (the CPU of every
    thread of this process: the event loop, the parse threads and the host source's psutil thread),
    after a warm-up. Beside it, for the analysis, the same clock around the cycle's parts called alone
-   (snapshot parse + schema validation, pass-through parse, host source poll) and around one
+   (snapshot parse + schema validation, pass-through parse and fold, host source poll) and around one
    uncached render of /metrics, which a scrape pays once per cycle.
 2. Steady state: the real sidecar (`serve --no-nvml --poll-interval 1`) against the simulated
    engine (`steady`), scraped once a second like Prometheus (keep-alive connection), for
@@ -148,10 +148,24 @@ async def cycle_cost(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any
             "exposition_bytes": len(body), "exposition_samples": exported}
 
 
+def _passthrough_poll(text: str) -> Callable[[], None]:
+    """One poll's pass-through as the engine source and the loop do it: the parse with the
+    label cache kept across polls, then the fold into the previous poll's totals."""
+    from exporter import passthrough
+    from exporter.passthrough_totals import fold
+
+    cache = passthrough.SeriesCache()
+    totals = [fold(None, passthrough.parse(text, cache=cache), "g-bench")]
+
+    def poll() -> None:
+        totals[0] = fold(totals[0], passthrough.parse(text, cache=cache), "g-bench")
+
+    return poll
+
+
 async def _cycles(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any]:
     import jsonschema
 
-    from exporter import passthrough
     from exporter.snapshot import parse_snapshot, schema, validator
     from exporter.sources.host import HostSource
     from tests.helpers import StubEngine
@@ -171,7 +185,7 @@ async def _cycles(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any]:
             _cpu_times(lambda: list(shipped.iter_errors(snapshot)), cycles),
         "snapshot: whole parse_snapshot (decode + validation + build)":
             _cpu_times(lambda: parse_snapshot(body_json), cycles),
-        "pass-through parse": _cpu_times(lambda: passthrough.parse(metrics_text), cycles),
+        "pass-through parse + fold": _cpu_times(_passthrough_poll(metrics_text), cycles),
         "host source poll (psutil)": _cpu_times(host.poll, cycles),
         "both engine GETs through httpx + MockTransport, no parse":
             await _async_cpu_times(lambda: _both_gets(client), cycles),
@@ -183,7 +197,8 @@ async def _cycles(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any]:
         "jsonschema validation with the schema's $defs inlined (what-if, not shipped)":
             _ms(_cpu_times(lambda: list(inlined.iter_errors(snapshot)), cycles)),
     }
-    in_cycle = ("snapshot: whole parse_snapshot (decode + validation + build)", "pass-through parse",
+    in_cycle = ("snapshot: whole parse_snapshot (decode + validation + build)",
+                "pass-through parse + fold",
                 "host source poll (psutil)",
                 "both engine GETs through httpx + MockTransport, no parse",
                 "two asyncio.to_thread hand-offs, empty")

@@ -149,9 +149,10 @@ def ingest(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | None]]) 
         f"both see the same machine load), {d['seconds_per_input']:g} s per input, median per "
         "parse. Full parse: `list(prometheus_client.parser."
         "text_string_to_metric_families(text))`; pass-through: "
-        "`exporter.passthrough.parse(text, cache=cache)` as the sidecar calls it every poll, "
-        "with its label-parse cache warmed by one earlier call (the first poll; engines repeat "
-        "their series, only values change).", "",
+        "`exporter.passthrough.parse(text, cache=cache)` then `passthrough_totals.fold` into "
+        "the previous poll's totals, as the sidecar does every poll, with its label-parse cache "
+        "and totals warmed by one earlier call (the first poll; engines repeat their series, "
+        "only values change).", "",
         "| input | bytes | samples (families) | allow-listed samples | exported samples "
         "| pass-through median (p99, reps) | full parse median (p99, reps) | ratio |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -204,7 +205,8 @@ def poll_cost(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | None]
                   f"{ms(cpu['p99_ms'])}", ok))
     validation = c["parts_cpu"].get("snapshot: jsonschema validation (shipped validator)")
     rest = cpu["median_ms"] - parts_total
-    text = (f"The cycle's parts called alone (whole parse_snapshot, pass-through parse, host poll, "
+    text = (f"The cycle's parts called alone (whole parse_snapshot, pass-through parse and fold, "
+            "host poll, "
             f"the two GETs, the two thread hand-offs) add up to {ms(parts_total)} of the median "
             f"{ms(cpu['median_ms'])}; the other {ms(max(0.0, rest))} is the poll loop's own work "
             "(derive, restore-window step, health records) and what running them together costs "

@@ -4,7 +4,7 @@
 - `advance_headroom`: `helios_offload_row_pressure_with_page_headroom_total`, carried across polls.
 - `counter_decreases`: cumulative engine counters that went down within one generation.
 - `advance_engine`: the engine picture the collectors render, from the previous one and this
-  cycle's snapshot and pass-through results.
+  cycle's snapshot and pass-through results (counters folded by `passthrough_totals.fold`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from exporter.defaults import PAGE_HEADROOM_RATIO
+from exporter.defaults import MAX_SERIES_PER_FAMILY, PAGE_HEADROOM_RATIO
 from exporter.labels import MISS_REASONS, miss_reason
 from exporter.passthrough import Parsed
+from exporter.passthrough_totals import Totals, fold
 from exporter.snapshot import Offload, Snapshot
 
 
@@ -133,6 +134,8 @@ class EnginePicture:
     decreased_fields: tuple[str, ...] = ()  # of this cycle
     passthrough: Parsed | None = None
     passthrough_generation: str | None = None
+    # Pass-through counters and histograms of `passthrough_generation`, carried across cycles.
+    native: Totals | None = None
     labels_dropped: Mapping[str, int] = field(default_factory=lambda: _frozen({}))  # by family
     fields_dropped: Mapping[str, int] = field(default_factory=lambda: _frozen({}))  # polls, by field
     malformed_lines: int = 0
@@ -140,9 +143,16 @@ class EnginePicture:
 
 
 def advance_engine(
-    prev: EnginePicture, snap: Snapshot | None, parsed: Parsed | None
+    prev: EnginePicture,
+    snap: Snapshot | None,
+    parsed: Parsed | None,
+    max_series_per_family: int = MAX_SERIES_PER_FAMILY,
 ) -> EnginePicture:
-    """The engine picture after one cycle; `snap`/`parsed` are None when their poll failed."""
+    """The engine picture after one cycle; `snap`/`parsed` are None when their poll failed.
+
+    Pass-through counters are folded only in a cycle that knows the generation (a snapshot came
+    in): a cycle without one keeps the totals as they were, and the next one with the same
+    generation carries on from them."""
     snapshot, headroom, generations = prev.snapshot, prev.headroom, prev.generations_seen
     decreased: tuple[str, ...] = ()
     fields_dropped = prev.fields_dropped
@@ -155,10 +165,17 @@ def advance_engine(
         headroom = advance_headroom(headroom, snap)
         snapshot = snap
     labels_dropped, malformed = prev.labels_dropped, prev.malformed_lines
+    native = prev.native
     if parsed is not None:
         if parsed.labels_dropped:
             labels_dropped = _added(labels_dropped, parsed.labels_dropped)
         malformed += parsed.malformed_lines
+        if snap is not None:
+            native = fold(native, parsed, snap.generation,
+                          max_series_per_family=max_series_per_family)
+            if native.capped:
+                labels_dropped = _added(labels_dropped, native.capped)
+            malformed += len(native.invalid)  # a histogram no longer cumulative
     return EnginePicture(
         snapshot=snapshot,
         snapshot_current=snap is not None,
@@ -169,6 +186,7 @@ def advance_engine(
         # Tagged only with a generation seen in this very cycle: right after a restart the old
         # one would mislabel the new engine's counters.
         passthrough_generation=snap.generation if snap is not None else None,
+        native=native,
         labels_dropped=labels_dropped,
         fields_dropped=fields_dropped,
         malformed_lines=malformed,

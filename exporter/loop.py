@@ -100,7 +100,8 @@ class PollLoop:
             sources[name] = _recorded(name, sources[name], res)
             if name in self._blocking:
                 latest[name] = res
-        engine = derive.advance_engine(before.engine, snap_res.value, metrics_res.value)
+        engine = derive.advance_engine(before.engine, snap_res.value, metrics_res.value,
+                                       self._max_series)
         _log_engine(before.engine, engine, snap_res.value)
         await self._keeper.observe(now, snap_res.value)
         nvml = latest.get("nvml")

@@ -5,17 +5,23 @@ Engines name families `<vendor>:<name>` (SGLang: `sglang:prompt_tokens_total`, t
 `helios_engine_native_<name>`: colons are reserved for recording rules, and one exporter name per
 family keeps dashboards independent of the engine vendor. Every engine label is dropped (its values
 are free text such as a model path or a request id) except a histogram bucket's `le`, re-rendered
-from its parsed number; series that collapse onto the same labels are summed. Lines of other
-families are skipped by a dictionary lookup on the sample name, which is why this is several times
-cheaper than a full exposition parse.
+from its parsed number. Lines of other families are skipped by a dictionary lookup on the sample
+name, which is why this is several times cheaper than a full exposition parse.
+
+Gauges whose series collapse onto the same labels are summed (ratios averaged) here. Counters and
+histograms are not: `parse` keeps each engine series' value (`Parsed.series`) and
+`exporter.passthrough_totals.fold` turns them, poll after poll, into counters that stay counters
+when the engine's series come and go.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -25,8 +31,9 @@ from exporter.defaults import MAX_SERIES_PER_FAMILY
 
 FamilyType = Literal["counter", "gauge", "histogram"]
 
-# Engine family (after the vendor prefix) -> type. Summing collapsed series is right for counters
-# and histograms, and for these gauges, which are per-engine totals or one value per engine.
+# Engine family (after the vendor prefix) -> type. Summing the series of one poll is right for
+# these gauges, which are per-engine totals or one value per engine; counters and histograms are
+# summed as increases across polls (exporter.passthrough_totals).
 DEFAULT_ALLOW: Final[dict[str, FamilyType]] = {
     "prompt_tokens": "counter",
     "generation_tokens": "counter",
@@ -46,7 +53,12 @@ DEFAULT_ALLOW: Final[dict[str, FamilyType]] = {
 # not summed, so a ratio stays within 0-1.
 MEAN_GAUGES: Final = frozenset({"token_usage", "cache_hit_rate"})
 EXPORT_PREFIX: Final = "helios_engine_native_"
+MAX_COUNT: Final = 2.0**64
 _LABEL_RE: Final = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*(?:,|$)')
+
+
+Labels = tuple[tuple[str, str], ...]
+Key = tuple[str, Labels]  # (sample suffix, exported labels) of one exported sample
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +66,15 @@ class Family:
     name: str  # exported family name (counter: without _total)
     type: FamilyType
     help: str
-    samples: tuple[tuple[str, tuple[tuple[str, str], ...], float], ...]
+    samples: tuple[tuple[str, Labels, float], ...]
 
 
 @dataclass(slots=True)
 class Parsed:
-    families: list[Family] = field(default_factory=list)
+    families: list[Family] = field(default_factory=list)  # gauges, collapsed per poll
+    # Counter and histogram families: engine series (its `name{labels}` text as sent) ->
+    # (exported key, value). Folded into monotonic totals by exporter.passthrough_totals.
+    series: dict[str, dict[str, tuple[Key, float]]] = field(default_factory=dict)
     labels_dropped: Counter[str] = field(default_factory=Counter)  # per engine family
     malformed_lines: int = 0
     samples_seen: int = 0  # allow-listed sample lines
@@ -105,8 +120,9 @@ def parse(
     allow = DEFAULT_ALLOW if allow is None else allow
     index = _DEFAULT_INDEX if allow is DEFAULT_ALLOW else _sample_index(allow)
     out = Parsed()
-    sums: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = defaultdict(dict)
-    counts: dict[tuple[str, tuple[str, tuple[tuple[str, str], ...]]], int] = {}
+    sums: dict[str, dict[Key, float]] = defaultdict(dict)
+    counts: dict[tuple[str, Key], int] = {}
+    series = out.series
     for line in text.splitlines():
         if not line or line[0] == "#":
             continue
@@ -141,10 +157,21 @@ def parse(
         if kept is None or value is None:
             out.malformed_lines += 1
             continue
-        if allow[family] == "counter" and not 0 <= value < math.inf:  # NaN included
-            out.malformed_lines += 1
+        if suffix:  # a counter or histogram sample (a gauge's suffix is "")
+            # NaN included. A histogram's _sum is summed like a counter too. No engine's 64-bit
+            # counter goes past 2^64; the bound also keeps sums across polls finite.
+            if not 0 <= value < MAX_COUNT:
+                out.malformed_lines += 1
+                continue
+            engine_series = series.get(family)
+            if engine_series is None:
+                engine_series = series[family] = {}
+            elif head in engine_series:  # the same series twice: which value is meant?
+                out.malformed_lines += 1
+                continue
+            engine_series[head] = ((suffix, kept), value)
             continue
-        key = (suffix, kept)
+        key: Key = ("", kept)  # a gauge sample
         bucket = sums[family]
         if key not in bucket and len(bucket) >= max_series_per_family:
             out.labels_dropped[family] += 1
@@ -154,17 +181,12 @@ def parse(
             counts[(family, key)] = counts.get((family, key), 0) + 1
     for (family, key), n in counts.items():
         sums[family][key] /= n
-    for family, series in sums.items():
-        built = _build(family, allow[family], series, "")
-        if built is None:
-            out.malformed_lines += 1
-        else:
+    for family, values in sums.items():
+        built = build_family(family, "gauge", values)
+        if built is not None:
             out.families.append(built)
     out.families.sort(key=lambda f: f.name)
     return out
-
-
-Labels = tuple[tuple[str, str], ...]
 
 
 class SeriesCache:
@@ -225,34 +247,43 @@ def _parse_value(rest: str) -> float | None:
     return _parse_float(parts[0])
 
 
-def _build(
-    family: str,
-    typ: FamilyType,
-    series: dict[tuple[str, tuple[tuple[str, str], ...]], float],
-    help_text: str,
-) -> Family | None:
+_HELP: Final[dict[FamilyType, str]] = {
+    "gauge": "Engine /metrics family *:{family} (gauge), the engine's series summed with their "
+             "labels dropped (ratios averaged).",
+    "counter": "Engine /metrics family *:{family}_total: the increases of every engine series in "
+               "this generation, summed with their labels dropped (a series that vanishes keeps "
+               "what it counted; a reset counts as in Prometheus).",
+    "histogram": "Engine /metrics family *:{family} (histogram): the increases of every engine "
+                 "series in this generation, summed per le with the other labels dropped.",
+}
+
+
+def build_family(family: str, typ: FamilyType, series: Mapping[Key, float]) -> Family | None:
+    """The exported family; None for a histogram that is not cumulative after the label merge."""
     name = EXPORT_PREFIX + family
-    doc = help_text or f"Engine family {family} re-exported from the engine's /metrics."
     samples = sorted(
         ((name + suffix, labels, value) for (suffix, labels), value in series.items()),
-        key=lambda s: (s[0], [(k, float(v)) for k, v in s[1]]),
+        key=lambda s: _order(s[0], s[1]),
     )
     if typ == "histogram" and not _valid_histogram(name, samples):
         return None
-    return Family(name, typ, doc, tuple(samples))
+    return Family(name, typ, _HELP[typ].format(family=family), tuple(samples))
 
 
-def _valid_histogram(
-    name: str, samples: list[tuple[str, tuple[tuple[str, str], ...], float]]
-) -> bool:
-    """Only a histogram that is still cumulative after the label merge is re-exported."""
-    buckets = sorted(
-        (float(dict(labels)["le"]), value)
-        for sname, labels, value in samples
-        if sname == name + "_bucket" and len(labels) == 1
-    )
-    count = [v for s, labels, v in samples if s == name + "_count" and not labels]
-    if not buckets or buckets[-1][0] != math.inf or len(count) != 1:
+@functools.lru_cache(maxsize=8192)
+def _order(sample_name: str, labels: Labels) -> tuple[str, tuple[tuple[str, float], ...]]:
+    """Exposition order: by sample name, then by label values as numbers (a bucket's `le`).
+    Cached: the same samples are exported every poll (at most a few thousand: the guard)."""
+    return sample_name, tuple((k, float(v)) for k, v in labels)
+
+
+def _valid_histogram(name: str, samples: list[tuple[str, Labels, float]]) -> bool:
+    """Only a histogram that is still cumulative after the label merge is re-exported.
+    `samples` are in exposition order: the buckets by `le` as numbers."""
+    bucket_name, count_name = name + "_bucket", name + "_count"
+    buckets = [(labels, v) for s, labels, v in samples if s == bucket_name]
+    count = [v for s, labels, v in samples if s == count_name and not labels]
+    if not buckets or buckets[-1][0] != (("le", "+Inf"),) or len(count) != 1:
         return False
     if any(b[1] < a[1] for a, b in itertools.pairwise(buckets)):
         return False

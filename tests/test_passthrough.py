@@ -4,7 +4,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from exporter import passthrough
 from exporter.collectors.passthrough import PassthroughCollector
-from exporter.derive import EnginePicture
+from exporter.derive import EnginePicture, advance_engine
+from exporter.passthrough_totals import fold
+from exporter.snapshot import snapshot_from_obj
 from tests.conftest import REAL
 from tests.helpers import promtool_check_metrics
 from tools.harness import families as exposition_families
@@ -13,15 +15,22 @@ SGLANG = (REAL / "sglang_production_metrics.prom").read_text()
 
 
 def render(parsed: passthrough.Parsed, generation: str = "g-1") -> bytes:
+    """The exposition of the first poll of `generation`."""
     registry = CollectorRegistry()
-    state = EnginePicture(passthrough=parsed, passthrough_generation=generation)
+    state = EnginePicture(passthrough=parsed, passthrough_generation=generation,
+                          native=fold(None, parsed, generation))
     registry.register(PassthroughCollector(lambda: state))
     return generate_latest(registry)
 
 
+def exported(parsed: passthrough.Parsed, **kw: int) -> dict[str, passthrough.Family]:
+    """Gauges from this parse and counters/histograms folded at a generation's first poll."""
+    return {f.name: f for f in [*parsed.families, *fold(None, parsed, "g-1", **kw).families]}
+
+
 def test_real_sglang_output_goes_through_and_passes_promtool() -> None:
     parsed = passthrough.parse(SGLANG)
-    names = {f.name for f in parsed.families}
+    names = set(exported(parsed))
     assert "helios_engine_native_prompt_tokens" in names
     assert "helios_engine_native_e2e_request_latency_seconds" in names
     assert parsed.malformed_lines == 0
@@ -43,7 +52,7 @@ def test_request_id_label_is_dropped_summed_and_counted() -> None:
     lines = ["# TYPE helios:requests_total counter"]
     lines += [f'helios:requests_total{{model_name="m",request_id="r{i}"}} 1' for i in range(20000)]
     parsed = passthrough.parse("\n".join(lines))
-    (fam,) = parsed.families
+    (fam,) = exported(parsed).values()
     assert fam.samples == (("helios_engine_native_requests_total", (), 20000.0),)
     assert parsed.labels_dropped["requests"] == 40000  # model_name and request_id, per series
 
@@ -63,8 +72,24 @@ def test_malformed_lines_are_counted_not_fatal() -> None:
         "helios:prompt_tokens_total -5",  # negative counter
     ])
     parsed = passthrough.parse(text)
-    assert [f.name for f in parsed.families] == ["helios_engine_native_num_running_reqs"]
+    assert list(exported(parsed)) == ["helios_engine_native_num_running_reqs"]
     assert parsed.malformed_lines == 5
+
+
+def test_a_series_sent_twice_is_malformed_and_counted_once() -> None:
+    parsed = passthrough.parse('helios:requests_total{a="1"} 3\nhelios:requests_total{a="1"} 4\n')
+    assert parsed.malformed_lines == 1
+    assert exported(parsed)["helios_engine_native_requests"].samples[0][2] == 3.0
+
+
+def test_histogram_values_must_be_finite_counts() -> None:
+    text = "\n".join([
+        'helios:e2e_request_latency_seconds_bucket{le="+Inf"} 2',
+        "helios:e2e_request_latency_seconds_count 2",
+        "helios:e2e_request_latency_seconds_sum NaN",  # would poison the folded total
+    ])
+    parsed = passthrough.parse(text)
+    assert parsed.malformed_lines == 1
 
 
 def test_label_injection_cannot_escape() -> None:
@@ -83,16 +108,19 @@ def test_histogram_that_breaks_when_merged_is_dropped() -> None:
         'helios:e2e_request_latency_seconds_sum{m="a"} 1',
     ])
     parsed = passthrough.parse(text)
-    assert parsed.families == []
-    assert parsed.malformed_lines == 1
+    assert exported(parsed) == {}
+    assert fold(None, parsed, "g-1").invalid == ("e2e_request_latency_seconds",)
 
 
-def test_series_per_family_are_capped() -> None:
+def test_series_per_family_are_capped_and_counted() -> None:
     text = "\n".join(
         f'helios:e2e_request_latency_seconds_bucket{{le="{i}"}} {i}' for i in range(1000)
     )
-    parsed = passthrough.parse(text, max_series_per_family=50)
-    assert parsed.labels_dropped["e2e_request_latency_seconds"] == 950
+    snap = snapshot_from_obj({"schema_version": 1, "generation": "g-1"})
+    picture = advance_engine(EnginePicture(), snap, passthrough.parse(text), 50)
+    assert picture.labels_dropped["e2e_request_latency_seconds"] == 950
+    assert picture.native is not None
+    assert len(picture.native.totals["e2e_request_latency_seconds"]) == 50
 
 
 def test_series_cache_gives_the_same_result_across_polls() -> None:
@@ -100,9 +128,9 @@ def test_series_cache_gives_the_same_result_across_polls() -> None:
     later = SGLANG.replace("8.128902e+06", "8.2e+06")
     for text in (SGLANG, later, SGLANG, "helios:token_usage 0.5\nhelios:token_usage{ 1\n"):
         assert passthrough.parse(text, cache=cache) == passthrough.parse(text)
-    first = passthrough.parse(later, cache=cache)
-    prompt = next(f for f in first.families if f.name.endswith("prompt_tokens"))
-    assert prompt.samples[0][2] == 8.2e6  # values are never cached, only labels
+    first = exported(passthrough.parse(later, cache=cache))
+    assert first["helios_engine_native_prompt_tokens"].samples[0][2] == 8.2e6  # values are
+    # never cached, only labels
 
 
 def test_ratio_gauges_are_averaged_when_series_collapse() -> None:

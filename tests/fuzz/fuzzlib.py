@@ -11,10 +11,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from exporter import derive, passthrough
 from exporter.collectors.offload import OffloadCollector
 from exporter.collectors.passthrough import PassthroughCollector
+from exporter.defaults import MAX_SERIES_PER_FAMILY
 from exporter.derive import EnginePicture
 from exporter.labels import EVICTION_OUTCOMES, MISS_REASONS, PRESSURES, SLAB_KINDS
 from exporter.restore.window import RestoreState
-from exporter.snapshot import Snapshot
+from exporter.snapshot import Snapshot, snapshot_from_obj
 
 # Bounded: the folder runs in well under a minute on a busy two-core machine. No example
 # database in the checkout.
@@ -40,9 +41,27 @@ def render_snapshot(snap: Snapshot, headroom: derive.Headroom | None = None) -> 
     return generate_latest(registry)
 
 
-def render_passthrough(parsed: passthrough.Parsed, generation: str = "g-fuzz") -> bytes:
+def first_poll(
+    parsed: passthrough.Parsed, generation: str = "g-fuzz",
+    max_series: int = MAX_SERIES_PER_FAMILY,
+) -> EnginePicture:
+    """The engine picture after the first cycle of `generation`, whose /metrics parsed so."""
+    snap = snapshot_from_obj({"schema_version": 1, "generation": generation})
+    return derive.advance_engine(EnginePicture(), snap, parsed, max_series)
+
+
+def exported_families(picture: EnginePicture) -> list[passthrough.Family]:
+    """The pass-through families the picture exports (gauges parsed, counters folded)."""
+    assert picture.passthrough is not None
+    native = picture.native.families if picture.native is not None else ()
+    return [*picture.passthrough.families, *native]
+
+
+def render_passthrough(
+    parsed: passthrough.Parsed, generation: str = "g-fuzz", max_series: int = MAX_SERIES_PER_FAMILY
+) -> bytes:
     registry = CollectorRegistry()
-    state = EnginePicture(passthrough=parsed, passthrough_generation=generation)
+    state = first_poll(parsed, generation, max_series)
     registry.register(PassthroughCollector(lambda: state))
     return generate_latest(registry)
 

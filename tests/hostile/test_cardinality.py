@@ -14,7 +14,12 @@ import pytest
 from exporter import passthrough
 from exporter.labels import MISS_REASONS
 from exporter.snapshot import parse_snapshot
-from tests.fuzz.fuzzlib import render_passthrough, render_snapshot
+from tests.fuzz.fuzzlib import (
+    exported_families,
+    first_poll,
+    render_passthrough,
+    render_snapshot,
+)
 from tests.hostile.stub import sane_snapshot
 from tools.harness import families
 
@@ -38,14 +43,16 @@ def hostile_page(distinct: int) -> str:
 @pytest.mark.parametrize("distinct", [1, GUARD - 2, GUARD, GUARD + 1, 5000])
 def test_pass_through_never_exceeds_the_guard(distinct: int) -> None:
     parsed = passthrough.parse(hostile_page(distinct), max_series_per_family=GUARD)
-    for fam in parsed.families:
+    picture = first_poll(parsed, max_series=GUARD)
+    for fam in exported_families(picture):
         assert len(fam.samples) <= GUARD
-    samples = sum(len(f.samples) for f in families(render_passthrough(parsed)).values())
+    out = render_passthrough(parsed, max_series=GUARD)
+    samples = sum(len(f.samples) for f in families(out).values())
     assert samples <= GUARD * len(passthrough.DEFAULT_ALLOW)
     # Counters and gauges collapse onto one series; every dropped label is counted.
     for fam, typ in passthrough.DEFAULT_ALLOW.items():
         if typ != "histogram":
-            assert parsed.labels_dropped[fam] == 2 * distinct
+            assert picture.labels_dropped[fam] == 2 * distinct
 
 
 @pytest.mark.parametrize("buckets", [GUARD - 2, GUARD - 1, 5000])
@@ -56,16 +63,17 @@ def test_le_values_count_against_the_same_guard(buckets: int) -> None:
               "sglang:e2e_request_latency_seconds_sum 1",
               f"sglang:e2e_request_latency_seconds_count {buckets}"]
     parsed = passthrough.parse("\n".join(lines), max_series_per_family=GUARD)
+    picture = first_poll(parsed, max_series=GUARD)
     over = buckets + 3 - GUARD
     if over <= 0:
-        (fam,) = parsed.families
+        (fam,) = exported_families(picture)
         assert len(fam.samples) == buckets + 3
-        assert parsed.labels_dropped["e2e_request_latency_seconds"] == 0
+        assert picture.labels_dropped["e2e_request_latency_seconds"] == 0
     else:
         # Cut, it would no longer be a complete histogram: dropped whole, the overflow counted.
-        assert parsed.families == []
-        assert parsed.labels_dropped["e2e_request_latency_seconds"] == over
-        assert parsed.malformed_lines >= 1
+        assert exported_families(picture) == []
+        assert picture.labels_dropped["e2e_request_latency_seconds"] == over
+        assert picture.malformed_lines >= 1
 
 
 def test_any_number_of_miss_keys_exports_seven_series() -> None:
