@@ -1,9 +1,14 @@
-"""Restore window, deadlines, phase and post-restore checks (docs/interface.md section 6), e.g.
+"""Restore window, deadlines, phase and post-restore checks (docs/restore.md), e.g.
 
     helios_restore_window_open 1.0
     helios_restore_window_start_timestamp_seconds 1.7643895e+09
     helios_restore_deadline_timestamp_seconds{bound="request_cutoff"} 1.7643937e+09
-    helios_restore_phase{phase="drained"} 1.0
+    helios_restore_incumbent_inflight_requests 2.0
+    helios_restore_phase{phase="draining"} 1.0
+    helios_restore_check_ok{check="container"} 0.0
+    helios_restore_last_window_outcome{outcome="unobserved"} 1.0
+    helios_restore_last_window_lost_requests 0.0
+    helios_engine_unplanned_restarts_total 0.0
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from prometheus_client.core import Metric
 
 from exporter.collectors.families import counter, gauge, zero_filled
 from exporter.restore.keeper import EVENT_RESULTS, RestoreView
+from exporter.restore.model import LastWindow, Window
 from exporter.restore.window import CAUSES, CHECKS, EVENT_KINDS, OUTCOMES, PHASES, Bounds
 
 
@@ -35,22 +41,10 @@ class RestoreCollector:
             phase.add_metric([p], 1.0 if state.phase == p else 0.0)
         yield phase
         if window is not None:
-            start = gauge("helios_restore_window_start_timestamp_seconds",
-                          "Start of the open restore window (unix seconds).")
-            start.add_metric([], window.start)
-            yield start
-            deadline = gauge("helios_restore_deadline_timestamp_seconds",
-                             "Deadlines of the open window: start + request cutoff, start + "
-                             "restore bound (unix seconds).", ["bound"])
-            deadline.add_metric(["request_cutoff"], window.deadline(self._bounds, "request_cutoff"))
-            deadline.add_metric(["restore"], window.deadline(self._bounds, "restore"))
-            yield deadline
-            cause = gauge("helios_restore_window_cause", "What opened the window, one-hot.",
-                          ["cause"])
-            for c in CAUSES:
-                cause.add_metric([c], 1.0 if window.cause == c else 0.0)
-            yield cause
-        elif state.checks:
+            yield from self._open_window(window)
+        if state.checks:
+            # Those of the last closed window, kept while a later window is open and after an
+            # abort: a failed check stays until a restore is judged again.
             checks = gauge("helios_restore_check_ok",
                            "Post-restore checks of the last closed window: 1 passed, 0 failed; a "
                            "check whose inputs were unknown is absent.", ["check"])
@@ -59,17 +53,12 @@ class RestoreCollector:
                     checks.add_metric([name], 1.0 if state.checks[name] else 0.0)
             yield checks
         if state.last_window is not None:
-            last = state.last_window
-            duration = gauge("helios_restore_last_window_duration_seconds",
-                             "Duration of the last closed or aborted restore window.")
-            duration.add_metric([], last.end - last.start)
-            yield duration
-            outcome = gauge("helios_restore_last_window_outcome",
-                            "Outcome of the last window, one-hot: in_time, late or aborted.",
-                            ["outcome"])
-            for o in OUTCOMES:
-                outcome.add_metric([o], 1.0 if last.outcome == o else 0.0)
-            yield outcome
+            yield from _last_window(state.last_window)
+        restarts = counter("helios_engine_unplanned_restarts_total",
+                           "Generation changes seen while no restore window was open (snapshot "
+                           "generation).")
+        restarts.add_metric([], state.unplanned_restarts)
+        yield restarts
         for name, value, doc in (
             ("helios_restore_state_write_errors_total", status.write_errors,
              "Failed writes of the restore state file (disk full, read-only...)."),
@@ -88,3 +77,58 @@ class RestoreCollector:
         for (event, result), value in zero_filled(closed, status.events):
             events.add_metric([event, result], value)
         yield events
+
+    def _open_window(self, window: Window) -> Iterator[Metric]:
+        start = gauge("helios_restore_window_start_timestamp_seconds",
+                      "Start of the open restore window (unix seconds).")
+        start.add_metric([], window.start)
+        yield start
+        deadline = gauge("helios_restore_deadline_timestamp_seconds",
+                         "Deadlines of the open window: start + request cutoff, start + "
+                         "restore bound (unix seconds).", ["bound"])
+        deadline.add_metric(["request_cutoff"], window.deadline(self._bounds, "request_cutoff"))
+        deadline.add_metric(["restore"], window.deadline(self._bounds, "restore"))
+        yield deadline
+        cause = gauge("helios_restore_window_cause", "What opened the window, one-hot.",
+                      ["cause"])
+        for c in CAUSES:
+            cause.add_metric([c], 1.0 if window.cause == c else 0.0)
+        yield cause
+        inflight = window.incumbent_inflight()
+        if inflight is not None:
+            g = gauge("helios_restore_incumbent_inflight_requests",
+                      "Snapshot admission.inflight_requests of the incumbent as last seen while "
+                      "it was up; 0 once it went away or another generation answered (the "
+                      "restored engine's requests never count).")
+            g.add_metric([], inflight)
+            yield g
+
+
+def _last_window(last: LastWindow) -> Iterator[Metric]:
+    if last.start is not None:
+        duration = gauge("helios_restore_last_window_duration_seconds",
+                         "Duration of the last closed or aborted restore window.")
+        duration.add_metric([], last.end - last.start)
+        yield duration
+        start = gauge("helios_restore_last_window_start_timestamp_seconds",
+                      "Start of the last window (unix seconds); absent for a restore that "
+                      "happened while the sidecar was down.")
+        start.add_metric([], last.start)
+        yield start
+    end = gauge("helios_restore_last_window_end_timestamp_seconds",
+                "Time of record of the last window's end (unix seconds): the observation or "
+                "event that closed it, the abort, or the first look at a restore nobody watched.")
+    end.add_metric([], last.end)
+    yield end
+    outcome = gauge("helios_restore_last_window_outcome",
+                    "Outcome of the last window, one-hot: in_time, late, aborted, or unobserved "
+                    "(the evidence proves neither in_time nor late).", ["outcome"])
+    for o in OUTCOMES:
+        outcome.add_metric([o], 1.0 if last.outcome == o else 0.0)
+    yield outcome
+    if last.lost is not None:
+        lost = gauge("helios_restore_last_window_lost_requests",
+                     "Incumbent requests in flight when it went away or past the request "
+                     "cutoff, in the last window.")
+        lost.add_metric([], last.lost)
+        yield lost

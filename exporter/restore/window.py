@@ -1,125 +1,78 @@
-"""The restore window as a pure state machine (docs/interface.md section 6).
+"""The restore window as a pure state machine (docs/restore.md).
 
-`step(state, input, config)` returns the next `RestoreState`; it reads no clock and does no I/O,
-so every transition is unit-tested with plain numbers and the restore keeper persists whatever comes out.
+`step(state, input, bounds)` returns the next `RestoreState`; it reads no clock and does no I/O,
+so every transition is unit-tested with plain numbers and the restore keeper persists whatever
+comes out.
+`refusal(state, kind)` says why an event would be refused (the events API answers 409 then).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Final, Literal
+from dataclasses import replace
 
-from exporter.defaults import DOWN_GRACE, REQUEST_CUTOFF, RESTORE_BOUND
+from exporter.restore.checks import CHECKS, compute_checks, identity_checks, verified
+from exporter.restore.model import (
+    CAUSES,
+    EVENT_KINDS,
+    MAX_EVENT_IDS,
+    OUTCOMES,
+    PHASES,
+    Bounds,
+    Cause,
+    Engine,
+    Event,
+    EventKind,
+    Input,
+    LastWindow,
+    Outcome,
+    Phase,
+    Poll,
+    Preflight,
+    RestoreState,
+    Window,
+)
+from exporter.restore.record import judge, unwatched
 from exporter.snapshot import Snapshot
 
-Phase = Literal["serving", "draining", "drained", "down", "restoring", "verifying"]
-Cause = Literal["drain", "event", "unreachable"]
-EventKind = Literal["drain_started", "restore_started", "window_closed", "abort"]
-Outcome = Literal["in_time", "late", "aborted"]
+__all__ = [
+    "CAUSES", "CHECKS", "EVENT_KINDS", "MAX_EVENT_IDS", "OUTCOMES", "PHASES", "Bounds", "Cause",
+    "Engine", "Event", "EventKind", "Input", "LastWindow", "Outcome", "Phase", "Poll",
+    "Preflight", "RestoreState", "Window", "compute_checks", "is_duplicate", "refusal",
+    "restarted", "step", "unverified",
+]
 
-PHASES: Final = ("serving", "draining", "drained", "down", "restoring", "verifying")
-CAUSES: Final = ("drain", "event", "unreachable")
-CHECKS: Final = (
-    "image",
-    "container",
-    "fresh_generation",
-    "drained_admission",
-    "preflight_direct",
-    "preflight_routed",
-)
-OUTCOMES: Final = ("in_time", "late", "aborted")
-EVENT_KINDS: Final = ("drain_started", "restore_started", "window_closed", "abort")
-MAX_EVENT_IDS: Final = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class Bounds:
-    request_cutoff: float = REQUEST_CUTOFF
-    restore_bound: float = RESTORE_BOUND
-    down_grace: float = DOWN_GRACE
-    preflight: tuple[str, ...] = ()  # configured probes: "direct", "routed"
-
-
-@dataclass(frozen=True, slots=True)
-class Engine:
-    """Who an engine incarnation is: what the checks compare."""
-
-    generation: str
-    image_digest: str | None = None
-    container_id: str | None = None
-
-    @classmethod
-    def of(cls, snap: Snapshot) -> Engine:
-        ident = snap.identity
-        return cls(
-            snap.generation,
-            None if ident is None else ident.image_digest,
-            None if ident is None else ident.container_id,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    start: float
-    cause: Cause
-    incumbent: Engine | None
-    last_inflight: int | None = None
-    drained: bool = False  # in-flight reached 0, admission not open, before the cutoff
-    seen_not_open: bool = False  # engine seen draining, closed or unreachable in this window
-    restored: Engine | None = None  # engine answering with admission open again
-    preflight: dict[str, bool] = field(default_factory=dict)
-    restore_started: bool = False
-    went_away: bool = False  # the engine was unreachable at some point in this window
-
-    def deadline(self, bounds: Bounds, bound: Literal["request_cutoff", "restore"]) -> float:
-        return self.start + (bounds.request_cutoff if bound == "request_cutoff" else bounds.restore_bound)
-
-
-@dataclass(frozen=True, slots=True)
-class LastWindow:
-    start: float
-    end: float
-    cause: Cause
-    outcome: Outcome
-
-
-@dataclass(frozen=True, slots=True)
-class RestoreState:
-    phase: Phase = "serving"
-    window: Window | None = None
-    last_seen: Engine | None = None  # last engine seen serving outside a window
-    last_inflight: int | None = None
-    unreachable_since: float | None = None  # first failed poll of the current failure streak
-    checks: dict[str, bool] = field(default_factory=dict)  # of the last closed window
-    last_window: LastWindow | None = None
-    event_ids: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Poll:
-    at: float
-    snapshot: Snapshot | None  # None: refused, timed out, or no valid snapshot
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    at: float
-    id: str
-    kind: EventKind
-
-
-@dataclass(frozen=True, slots=True)
-class Preflight:
-    at: float
-    probe: str  # "direct" | "routed"
-    ok: bool
-
-
-Input = Poll | Event | Preflight
+UNREACHABLE_REFUSAL = ("the engine is unreachable: the window closes when the engine answers "
+                       "again (send abort to discard a window whose engine will not return)")
 
 
 def is_duplicate(state: RestoreState, event_id: str) -> bool:
     return event_id in state.event_ids
+
+
+def refusal(state: RestoreState, kind: str) -> str | None:
+    """Why an event is refused, None when it is accepted.
+
+    `window_closed` while the engine is unreachable is refused: closing would judge nothing, and
+    the next failed poll would open a new window with a later start, moving both deadlines.
+    """
+    if kind == "window_closed" and state.window is not None and state.window.unreachable:
+        return UNREACHABLE_REFUSAL
+    return None
+
+
+def restarted(state: RestoreState) -> RestoreState:
+    """What a new sidecar process knows of `state`: failure streaks and what this process
+    watched do not carry over (the store reads every state file through this)."""
+    window = state.window
+    if window is not None and window.watched:
+        window = replace(window, watched=False)
+    return replace(state, window=window, unreachable_since=None, seen_since_start=False)
+
+
+def unverified(state: RestoreState) -> bool:
+    """The last judged restore failed a check of its own: redo windows compare with the
+    engine verified before it, not with it."""
+    return not verified(state.checks)
 
 
 def step(state: RestoreState, inp: Input, bounds: Bounds) -> RestoreState:
@@ -132,64 +85,100 @@ def step(state: RestoreState, inp: Input, bounds: Bounds) -> RestoreState:
     return _on_snapshot(state, inp.snapshot, inp.at, bounds)
 
 
-def _open(state: RestoreState, start: float, cause: Cause, incumbent: Engine | None) -> Window:
-    return Window(start=start, cause=cause, incumbent=incumbent, last_inflight=state.last_inflight)
+def _open(state: RestoreState, start: float, cause: Cause, incumbent: Engine | None,
+          exact: bool = True) -> Window:
+    # In-flight known from before this process started may be hours old: unknown, not stale.
+    inflight = state.last_inflight if state.seen_since_start else None
+    reference = state.reference if unverified(state) else None
+    return Window(start=start, cause=cause, incumbent=incumbent, last_inflight=inflight,
+                  reference=reference, start_exact=exact)
+
+
+def _observed(window: Window, at: float) -> Window:
+    """An observation of the engine that leaves the restore incomplete."""
+    return replace(window, last_unrestored=at, watched=True)
 
 
 def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds) -> RestoreState:
     engine = Engine.of(snap)
-    if snap.admission is None:
-        # An engine that reports no admission section says neither that it drains nor that it
-        # admits again: it is reachable, nothing more (a window is closed by an event then).
-        state = replace(state, unreachable_since=None)
-        if state.window is None:
-            return replace(state, phase="serving", last_seen=engine)
-        return state
-    admission = snap.admission.state
-    inflight = snap.admission.inflight_requests
-    state = replace(state, unreachable_since=None, last_inflight=inflight)
+    first = not state.seen_since_start
+    previous = state.last_seen
+    inflight = snap.admission.inflight_requests if snap.admission else None
+    state = replace(state, unreachable_since=None, seen_since_start=True, last_seen=engine,
+                    last_inflight=inflight)
+    admission = snap.admission.state if snap.admission else None
     window = state.window
     if window is None:
-        if admission == "open":
-            return replace(state, phase="serving", last_seen=engine)
+        if first and previous is not None and previous.replaced_by(engine):
+            return _restored_unwatched(state, previous, engine, admission, now)
+        if not first and previous is not None and previous.generation != engine.generation:
+            state = replace(state, unplanned_restarts=state.unplanned_restarts + 1)
+        if admission in (None, "open"):
+            # No admission section: the engine says neither that it drains nor that it admits
+            # again; it is reachable, nothing more (a window is closed by an event then).
+            return replace(state, phase="serving")
         # The engine itself says it is draining or closed: the window opens now.
-        window = _open(state, now, "drain", engine)
+        window = _open(state, now, "drain", engine, exact=not first)
+    window = replace(window, unreachable=False)
     if window.incumbent is not None:
         is_incumbent = engine.generation == window.incumbent.generation
     else:
         # No incumbent known (fresh sidecar): the first engine seen is it, unless the engine has
         # gone away since the window opened; then whoever answers may already be the restored one.
         is_incumbent = not window.seen_not_open
-    adopted = window.incumbent or (engine if is_incumbent else None)
+    if is_incumbent:
+        if window.incumbent is None:
+            window = replace(window, incumbent=engine)
+        if not window.incumbent_gone and inflight is not None:
+            window = replace(window, last_inflight=inflight)
+            if window.lost is None and now > window.deadline(bounds, "request_cutoff"):
+                window = replace(window, lost=inflight)  # still in flight past the cutoff
+    elif not window.incumbent_gone:  # replaced by another generation: its requests are gone
+        lost = window.lost if window.lost is not None else window.last_inflight
+        window = replace(window, incumbent_gone=True, lost=lost)
+    if admission is None:
+        # Reachable, admission unknown: a new engine is restoring; the incumbent is as it was,
+        # but no longer down.
+        phase: Phase = state.phase if state.phase not in ("down", "restoring") else "draining"
+        return replace(state, phase=phase if is_incumbent else "restoring",
+                       window=_observed(window, now))
     if admission != "open":
         # Drained counts only before the engine went away and before the request cutoff.
         drained = window.drained or (
             inflight == 0
             and is_incumbent
-            and not window.went_away
+            and not window.incumbent_gone
             and now <= window.deadline(bounds, "request_cutoff")
         )
-        window = replace(
-            window,
-            last_inflight=inflight if is_incumbent else window.last_inflight,
-            drained=drained,
-            seen_not_open=True,
-            incumbent=adopted,
-        )
-        if not is_incumbent:
-            phase: Phase = "restoring"
-        else:
-            phase = "drained" if inflight == 0 else "draining"
-        return replace(state, phase=phase, window=window)
-    # Admission open.
+        window = replace(window, drained=drained, seen_not_open=True)
+        # Phases name what happens to requests: the incumbent draining (admission draining or
+        # closed) still has requests in flight, or none; another engine is being restored.
+        phase = "restoring" if not is_incumbent else "drained" if inflight == 0 else "draining"
+        return replace(state, phase=phase, window=_observed(window, now))
     if not window.seen_not_open and is_incumbent:
         # A window opened by an event waits until the engine is seen going away.
-        window = replace(window, last_inflight=inflight, incumbent=adopted)
-        return replace(state, phase="draining", window=window)
+        return replace(state, phase="draining", window=_observed(window, now))
     window = replace(window, restored=engine)
     if all(window.preflight.get(p) for p in bounds.preflight):
-        return _close(state, window, now, bounds, engine)
-    return replace(state, phase="verifying", window=window)
+        return _close(state, window, now, bounds)
+    return replace(state, phase="verifying", window=_observed(window, now))
+
+
+def _restored_unwatched(state: RestoreState, previous: Engine, engine: Engine,
+                        admission: str | None, now: float) -> RestoreState:
+    """The first snapshot since this sidecar started shows another engine than the one recorded
+    last, and no window was open: a restore (or restart) happened while nobody watched."""
+    reference = state.reference if unverified(state) and state.reference else previous
+    if admission in ("draining", "closed"):
+        # Still warming up (or draining already): a window whose start nobody saw; the engine
+        # recorded last is the incumbent, gone, its requests unknown.
+        window = Window(start=now, cause="drain", incumbent=previous, reference=reference,
+                        incumbent_gone=True, seen_not_open=True, start_exact=False)
+        return replace(state, phase="restoring", window=_observed(window, now))
+    checks = identity_checks(reference, previous, engine)  # the drain nobody saw: unknown
+    last = unwatched(reference, previous, engine, now)
+    return replace(state, phase="serving", checks=checks, judged=last, last_window=last,
+                   reference=engine if verified(checks) else reference)
 
 
 def _on_failure(state: RestoreState, now: float, bounds: Bounds) -> RestoreState:
@@ -199,36 +188,50 @@ def _on_failure(state: RestoreState, now: float, bounds: Bounds) -> RestoreState
     if window is None:
         if now - since <= bounds.down_grace:
             return state
-        window = _open(state, since, "unreachable", state.last_seen)
-    window = replace(window, seen_not_open=True, went_away=True, restored=None, preflight={})
+        # Nothing seen since this process started: the engine may have gone away long before.
+        window = _open(state, since, "unreachable", state.last_seen,
+                       exact=state.seen_since_start)
+    if not window.incumbent_gone:
+        lost = window.lost if window.lost is not None else window.last_inflight
+        window = replace(window, incumbent_gone=True, lost=lost)
+    window = replace(window, seen_not_open=True, restored=None, preflight={}, unreachable=True)
     phase: Phase = "restoring" if window.restore_started else "down"
-    return replace(state, phase=phase, window=window)
+    return replace(state, phase=phase, window=_observed(window, now))
 
 
 def _on_event(state: RestoreState, ev: Event, bounds: Bounds) -> RestoreState:
+    if refusal(state, ev.kind) is not None:
+        return state  # not recorded: the same id may be sent again once it can be accepted
     ids = (*state.event_ids, ev.id)[-MAX_EVENT_IDS:]
     state = replace(state, event_ids=ids)
     window = state.window
     if ev.kind == "abort":
         if window is None:
             return state
-        last = LastWindow(window.start, ev.at, window.cause, "aborted")
-        # A new failure streak, not the one before the abort, may open the next window.
-        return replace(state, phase="serving", window=None, last_window=last, checks={},
+        last = LastWindow(window.start, ev.at, window.cause, "aborted", None, window.start_exact,
+                          window.lost, window.incumbent, window.compared_with(), window.restored)
+        # The checks of the last closed window stand. A new failure streak, not the one before
+        # the abort, may open the next window.
+        return replace(state, phase="serving", window=None, last_window=last,
                        unreachable_since=None)
     if ev.kind == "window_closed":
         if window is None:
             return state
-        return _close(state, window, ev.at, bounds, window.restored)
+        # The engine answers (an unreachable one is refused above): once the incumbent went
+        # away, whoever answers now is what the restore produced.
+        restored = window.restored or (state.last_seen if window.incumbent_gone else None)
+        return _close(state, window, ev.at, bounds, restored)
     if ev.kind == "restore_started":
-        # Only drain_started, a draining/closed engine or unreachability open a window
-        # (docs/interface.md section 6); restore_started marks progress inside one.
+        # Only drain_started, a draining/closed engine or unreachability open a window;
+        # restore_started marks progress inside one.
         if window is None:
             return state
         phase: Phase = "restoring" if state.phase == "down" else state.phase
         return replace(state, phase=phase, window=replace(window, restore_started=True))
     if window is None:  # drain_started
-        return replace(state, phase="draining", window=_open(state, ev.at, "event", state.last_seen))
+        window = replace(_open(state, ev.at, "event", state.last_seen),
+                         unreachable=state.unreachable_since is not None, watched=True)
+        return replace(state, phase="down" if window.unreachable else "draining", window=window)
     return state
 
 
@@ -238,44 +241,25 @@ def _on_preflight(state: RestoreState, pf: Preflight, bounds: Bounds) -> Restore
         return state
     window = replace(window, preflight={**window.preflight, pf.probe: pf.ok})
     if all(window.preflight.get(p) for p in bounds.preflight):
-        return _close(state, window, pf.at, bounds, window.restored)
-    return replace(state, window=window)
+        return _close(state, window, pf.at, bounds)
+    return replace(state, window=_observed(window, pf.at))
 
 
-def _close(
-    state: RestoreState, window: Window, now: float, bounds: Bounds, restored: Engine | None
-) -> RestoreState:
+def _close(state: RestoreState, window: Window, now: float, bounds: Bounds,
+           restored: Engine | None = None) -> RestoreState:
+    restored = restored or window.restored
+    if window.lost is None and not window.incumbent_gone and window.last_inflight is not None:
+        window = replace(window, lost=0)  # the incumbent still serves its requests: none lost
+    outcome, not_before = judge(window, now, restored, bounds)
+    compared = window.compared_with()
+    last = LastWindow(window.start, now, window.cause, outcome, not_before, window.start_exact,
+                      window.lost, window.incumbent, compared, restored)
+    state = replace(state, phase="serving", window=None, last_window=last,
+                    unreachable_since=None)
+    if restored is None:
+        # Nothing was restored (a drain called off and closed by an event while the incumbent
+        # still served): there is nothing to judge, and the last judgment stands, as on abort.
+        return state
     checks = compute_checks(window, restored, bounds)
-    outcome: Outcome = "in_time" if now <= window.deadline(bounds, "restore") else "late"
-    last = LastWindow(window.start, now, window.cause, outcome)
-    return replace(
-        state,
-        phase="serving",
-        window=None,
-        checks=checks,
-        last_window=last,
-        last_seen=restored or state.last_seen,
-        unreachable_since=None,  # closed by an event while unreachable: a new streak starts
-    )
-
-
-def compute_checks(window: Window, restored: Engine | None, bounds: Bounds) -> dict[str, bool]:
-    """Incumbent versus restored engine; a check whose inputs are unknown is left out."""
-    checks: dict[str, bool] = {}
-    inc = window.incumbent
-    if inc is not None and restored is not None:
-        if inc.image_digest is not None and restored.image_digest is not None:
-            checks["image"] = inc.image_digest == restored.image_digest
-        if inc.container_id is not None and restored.container_id is not None:
-            checks["container"] = inc.container_id == restored.container_id
-        checks["fresh_generation"] = inc.generation != restored.generation
-    if window.drained:
-        checks["drained_admission"] = True
-    elif window.last_inflight is not None:  # never knew the incumbent's in-flight: unknown
-        checks["drained_admission"] = False
-    for probe in bounds.preflight:
-        if probe in window.preflight:
-            checks[f"preflight_{probe}"] = window.preflight[probe]
-        elif restored is not None:
-            checks[f"preflight_{probe}"] = False
-    return checks
+    reference = restored if verified(checks) else compared
+    return replace(state, checks=checks, judged=last, reference=reference or state.reference)

@@ -18,9 +18,15 @@ def snap(
     inflight: int | None = 0,
     image: str | None = "sha256:aaa",
     container: str | None = "c1",
+    started_at: float | None = None,
+    package: str | None = None,
+    checkpoint: str | None = None,
 ) -> Snapshot:
     obj: dict[str, Any] = {"schema_version": 1, "generation": generation}
-    ident = {k: v for k, v in (("image_digest", image), ("container_id", container)) if v is not None}
+    if started_at is not None:
+        obj["started_at"] = started_at
+    ident = {k: v for k, v in (("image_digest", image), ("container_id", container),
+                               ("package", package), ("checkpoint", checkpoint)) if v is not None}
     if ident:
         obj["identity"] = ident
     if admission is not None:
@@ -61,6 +67,13 @@ def run(inputs: list[Input], bounds: Bounds = BOUNDS,
 def final(inputs: list[Input], bounds: Bounds = BOUNDS,
           state: RestoreState | None = None) -> RestoreState:
     return run(inputs, bounds, state)[-1]
+
+
+def restart(state: RestoreState) -> RestoreState:
+    """The sidecar restarts: its state goes through the state file."""
+    from exporter.restore import store
+
+    return store.decode(store.encode(state))
 
 
 # -- a sidecar against a mock engine ---------------------------------------------------------------

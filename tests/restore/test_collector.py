@@ -6,7 +6,7 @@ from collections import Counter
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
-from restore_helpers import event, fail, final, poll
+from restore_helpers import event, fail, final, poll, restart
 
 from exporter.collectors.restore import RestoreCollector
 from exporter.restore.keeper import RestoreView
@@ -53,16 +53,18 @@ def test_initial_state() -> None:
     assert reg.get_sample_value("helios_restore_window_open") == 0
     assert phase_of(reg) == "serving"
     assert names(reg) == {"helios_restore_window_open", "helios_restore_phase",
+                          "helios_engine_unplanned_restarts_total",
                           "helios_restore_state_write_errors_total",
                           "helios_restore_state_corrupt_total",
                           "helios_restore_state_read_errors_total", "helios_restore_events_total"}
     assert reg.get_sample_value("helios_restore_state_write_errors_total") == 0
+    assert reg.get_sample_value("helios_engine_unplanned_restarts_total") == 0
     # every event x result at 0 from the start, so that increase() sees the first one
     events = {dict(k[1])["event"] + "/" + dict(k[1])["result"]: v for k, v in series(reg).items()
               if k[0] == "helios_restore_events_total"}
     assert events == {f"{e}/{r}": 0.0 for e in ("drain_started", "restore_started",
                                                 "window_closed", "abort")
-                      for r in ("accepted", "duplicate")}
+                      for r in ("accepted", "duplicate", "refused")}
 
 
 def test_open_window_exports_start_and_deadlines() -> None:
@@ -97,6 +99,11 @@ def test_closed_window_exports_checks_not_deadlines() -> None:
     assert get("helios_restore_last_window_outcome", {"outcome": "in_time"}) == 1
     assert get("helios_restore_last_window_outcome", {"outcome": "late"}) == 0
     assert get("helios_restore_last_window_outcome", {"outcome": "aborted"}) == 0
+    assert get("helios_restore_last_window_outcome", {"outcome": "unobserved"}) == 0
+    assert get("helios_restore_last_window_start_timestamp_seconds") == T0
+    assert get("helios_restore_last_window_end_timestamp_seconds") == T0 + 600
+    assert get("helios_restore_last_window_lost_requests") == 0
+    assert get("helios_restore_incumbent_inflight_requests") is None  # only while open
     assert phase_of(reg) == "serving"
 
 
@@ -109,18 +116,70 @@ def test_failed_and_unknown_checks() -> None:
         assert get("helios_restore_check_ok", {"check": check}) is None
 
 
-def test_checks_hidden_while_the_next_window_is_open_and_kept_after_it() -> None:
-    first = closed()
-    second = final([poll(T0 + 9000, generation="g2", admission="draining", inflight=1)], BOUNDS,
-                   state=first)
+def test_checks_stay_while_the_next_window_is_open_and_after_an_abort() -> None:
+    first = closed(container="c2")
+    second = final([poll(T0 + 9000, generation="g2", admission="draining", inflight=1,
+                         container="c2")], BOUNDS, state=first)
     reg = registry_for(RestoreView(state=second))
+    get = reg.get_sample_value
+    assert get("helios_restore_window_open") == 1
+    assert get("helios_restore_check_ok", {"check": "container"}) == 0  # still paging
+    # the previous window is still the last one that ended
+    assert get("helios_restore_last_window_duration_seconds") == 600
+    aborted = final([event(T0 + 9100, "abort")], BOUNDS, state=second)
+    reg = registry_for(RestoreView(state=aborted))
+    assert reg.get_sample_value("helios_restore_check_ok", {"check": "container"}) == 0
+    assert reg.get_sample_value("helios_restore_last_window_outcome",
+                                {"outcome": "aborted"}) == 1
+
+
+def test_checks_replaced_when_the_next_window_closes() -> None:
+    first = closed(container="c2")
+    redo = final([poll(T0 + 9000, generation="g2", admission="closed", inflight=0,
+                       container="c2"), fail(T0 + 9010), poll(T0 + 9100, generation="g3")],
+                 BOUNDS, state=first)
+    reg = registry_for(RestoreView(state=redo))
+    assert reg.get_sample_value("helios_restore_check_ok", {"check": "container"}) == 1
+
+
+def test_incumbent_inflight_while_open_and_zero_once_gone() -> None:
+    reg = registry_for(RestoreView(state=opened()))
+    assert reg.get_sample_value("helios_restore_incumbent_inflight_requests") == 2
+    gone = final([fail(T0 + 10)], BOUNDS, state=opened())
+    back = final([poll(T0 + 20, generation="g2", admission="closed", inflight=5)], BOUNDS,
+                 state=gone)
+    for state in (gone, back):
+        reg = registry_for(RestoreView(state=state))
+        assert reg.get_sample_value("helios_restore_incumbent_inflight_requests") == 0
+    unknown = final([poll(T0, admission="draining", inflight=None)], BOUNDS)
+    reg = registry_for(RestoreView(state=unknown))
     assert reg.get_sample_value("helios_restore_window_open") == 1
-    assert not any(n.startswith("helios_restore_check_ok") for n in names(reg))
-    # the previous window's duration is still the last closed one
-    assert reg.get_sample_value("helios_restore_last_window_duration_seconds") == 600
+    assert reg.get_sample_value("helios_restore_incumbent_inflight_requests") is None
 
 
-def test_aborted_window_exports_no_checks() -> None:
+def test_restore_nobody_watched() -> None:
+    state = final([poll(T0 + 5000, generation="g2", container="c2", started_at=T0 + 4000)],
+                  BOUNDS, state=restart(final([poll(T0)], BOUNDS)))
+    reg = registry_for(RestoreView(state=state))
+    get = reg.get_sample_value
+    assert get("helios_restore_last_window_outcome", {"outcome": "unobserved"}) == 1
+    assert get("helios_restore_last_window_end_timestamp_seconds") == T0 + 5000
+    for absent in ("helios_restore_last_window_start_timestamp_seconds",
+                   "helios_restore_last_window_duration_seconds",
+                   "helios_restore_last_window_lost_requests"):
+        assert get(absent) is None, absent
+    assert get("helios_restore_check_ok", {"check": "container"}) == 0
+    assert get("helios_restore_check_ok", {"check": "drained_admission"}) is None
+
+
+def test_unplanned_restarts_counter() -> None:
+    state = final([poll(T0), poll(T0 + 5, generation="g2"), poll(T0 + 10, generation="g3")],
+                  BOUNDS)
+    reg = registry_for(RestoreView(state=state))
+    assert reg.get_sample_value("helios_engine_unplanned_restarts_total") == 2
+
+
+def test_aborted_window_exports_no_checks_of_its_own() -> None:
     state = final([event(T0 + 1, "abort")], BOUNDS, state=opened())
     reg = registry_for(RestoreView(state=state))
     assert reg.get_sample_value("helios_restore_window_open") == 0
@@ -188,3 +247,18 @@ def test_inflight_survives_a_restart_mid_window_before_the_engine_answers() -> N
     reg.register(OffloadCollector(EnginePicture, lambda: state))
     assert reg.get_sample_value("helios_engine_inflight_requests", {"generation": "g-old"}) == 3
     assert reg.get_sample_value("helios_engine_up") == 0
+
+
+def test_promtool_accepts_every_restore_series() -> None:
+    from tests.helpers import promtool_check_metrics
+
+    # a closed window with a failed check, a later window open with the incumbent's in-flight
+    state = final([poll(T0 + 9000, generation="g2", admission="draining", inflight=1,
+                        container="c2")], BOUNDS, state=closed(container="c2"))
+    reg = registry_for(RestoreView(state=state, events=Counter({("abort", "refused"): 1})))
+    text = generate_latest(reg)
+    for name in ("helios_restore_incumbent_inflight_requests",
+                 "helios_restore_last_window_end_timestamp_seconds",
+                 "helios_restore_last_window_lost_requests", "helios_restore_check_ok"):
+        assert name.encode() in text
+    promtool_check_metrics(text)

@@ -3,31 +3,54 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from functools import cache
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporter.restore import store
-from exporter.restore.window import Bounds, Event, Input, Poll, Preflight, RestoreState, step
+from exporter.restore.window import (
+    CHECKS,
+    Bounds,
+    Engine,
+    Event,
+    Input,
+    Poll,
+    Preflight,
+    RestoreState,
+    restarted,
+    step,
+)
 from exporter.snapshot import Snapshot, snapshot_from_obj
 
 SETTINGS = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
+RESTART = "restart"  # the sidecar restarts: the state goes through its file
+
+
+class Restart:
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+
+INFLIGHT_BASE = {"g1": 0, "g2": 10, "g3": 20}  # each generation's in-flight lies in base..base+3
+
+
 @cache
 def _snap(generation: str, admission: str | None, inflight: int | None, container: str | None,
-          image: str | None) -> Snapshot:
+          image: str | None, started_at: float | None) -> Snapshot:
     obj: dict = {"schema_version": 1, "generation": generation}
     ident = {k: v for k, v in (("container_id", container), ("image_digest", image)) if v}
     if ident:
         obj["identity"] = ident
+    if started_at is not None:
+        obj["started_at"] = started_at
     if admission is not None:
         obj["admission"] = {"state": admission}
         if inflight is not None:
-            obj["admission"]["inflight_requests"] = inflight
+            obj["admission"]["inflight_requests"] = INFLIGHT_BASE[generation] + inflight
     return snapshot_from_obj(obj)
 
 
@@ -38,6 +61,7 @@ snapshots = st.builds(
     st.one_of(st.none(), st.integers(0, 3)),
     st.sampled_from(["c1", "c2", None]),
     st.sampled_from(["sha256:a", "sha256:b", None]),
+    st.sampled_from([None, 1.7e9, 1.75e9, 1.9e9]),
 )
 
 # (delay, what): what is a snapshot, None (failed poll), an event kind or a preflight result.
@@ -48,6 +72,7 @@ actions = st.tuples(
         st.none(), st.none(), st.none(),  # failures weighted up: streaks past the grace are common
         st.sampled_from(["drain_started", "restore_started", "window_closed", "abort"]),
         st.tuples(st.sampled_from(["direct", "routed"]), st.booleans()),
+        st.just(RESTART),
     ),
 )
 
@@ -62,13 +87,15 @@ bounds_st = st.builds(
 start_at = st.floats(1.7e9, 1.8e9, allow_nan=False)
 
 
-def inputs_of(t0: float, seq: list) -> list[Input]:
-    out: list[Input] = []
+def inputs_of(t0: float, seq: list) -> list[Input | Restart]:
+    out: list[Input | Restart] = []
     now = t0
     for i, (delay, what) in enumerate(seq):
         now += delay
         if what is None or isinstance(what, Snapshot):
             out.append(Poll(now, what))
+        elif what == RESTART:
+            out.append(Restart(now))
         elif isinstance(what, str):
             out.append(Event(now, f"ev-{i}", what))  # type: ignore[arg-type]
         else:
@@ -80,25 +107,47 @@ def admission_of(snap: Snapshot) -> str:
     return snap.admission.state if snap.admission else "open"
 
 
+def advance(state: RestoreState, inp: Input | Restart, bounds: Bounds) -> RestoreState:
+    if isinstance(inp, Restart):
+        return store.decode(store.encode(state))
+    return step(state, inp, bounds)
+
+
+def inflight_of(engine: Engine | None, value: int) -> bool:
+    """`value` is an in-flight count `engine`'s generation can have reported."""
+    return engine is not None and 0 <= value - INFLIGHT_BASE[engine.generation] <= 3
+
+
 @SETTINGS
 @given(start_at, st.lists(actions, max_size=40), bounds_st)
 def test_window_start_and_opening_causes(t0: float, seq: list, bounds: Bounds) -> None:
     state = RestoreState()
-    streak_first: float | None = None  # first failure since the last success or the last close
+    streak_first: float | None = None  # first failure since the last success, close or restart
     last_close: float | None = None
+    restarted_since_open = False
     for inp in inputs_of(t0, seq):
         before = state
-        state = step(state, inp, bounds)
+        state = advance(state, inp, bounds)
+        if isinstance(inp, Restart):
+            streak_first = None
+            restarted_since_open = True
+            assert state.window == (None if before.window is None else
+                                    restarted(before).window)
+            continue
         failed = isinstance(inp, Poll) and inp.snapshot is None
         if isinstance(inp, Poll):
             streak_first = (streak_first if streak_first is not None else inp.at) if failed else None
         was, now_open = before.window, state.window
         if was is not None and now_open is not None:
+            # The start never moves while open, whatever arrives (window_closed included).
             assert now_open.start == was.start and now_open.cause == was.cause
+        if isinstance(inp, Event) and inp.kind == "window_closed" and was and was.unreachable:
+            assert state == before  # refused: nothing closes, no id recorded
         if was is None and now_open is not None:
+            restarted_since_open = False
             # A window opens only for a cause of docs/interface.md section 6.1, at the right start.
             if isinstance(inp, Event):
-                assert inp.kind in ("drain_started", "restore_started")
+                assert inp.kind == "drain_started"
                 assert now_open.start == inp.at and now_open.cause == "event"
             elif isinstance(inp, Poll) and inp.snapshot is not None:
                 assert admission_of(inp.snapshot) in ("draining", "closed")
@@ -117,26 +166,49 @@ def test_window_start_and_opening_causes(t0: float, seq: list, bounds: Bounds) -
                 assert inp.snapshot is not None and admission_of(inp.snapshot) == "open"
             if isinstance(inp, Event):
                 assert inp.kind in ("window_closed", "abort")
-            assert state.last_window is not None and state.last_window.start == was.start
-            assert state.last_window.end == inp.at
-            assert state.last_window.outcome == (
-                "aborted" if isinstance(inp, Event) and inp.kind == "abort"
-                else "in_time" if inp.at <= was.start + bounds.restore_bound else "late")
+            last = state.last_window
+            assert last is not None and last.start == was.start and last.end == inp.at
+            deadline = was.start + bounds.restore_bound
+            if isinstance(inp, Event) and inp.kind == "abort":
+                assert last.outcome == "aborted"
+                assert state.checks == before.checks  # an abort keeps the last judgment
+            else:
+                # Never a claim without evidence.
+                assert last.not_before is not None and last.not_before <= last.end
+                if last.outcome == "in_time":
+                    assert last.end <= deadline and was.start_exact
+                if last.outcome == "late":
+                    assert last.not_before > deadline
+                if was.start_exact and not restarted_since_open:  # watched all along
+                    assert last.outcome == ("in_time" if inp.at <= deadline else "late")
+                if state.judged is last and last.lost:
+                    assert state.checks["drained_admission"] is False
             last_close = inp.at
             streak_first = None  # a failure streak must begin anew after a close
+        if was is None and now_open is None and state.last_window != before.last_window:
+            # A restore nobody watched: found on the first snapshot after a restart.
+            assert isinstance(inp, Poll) and inp.snapshot is not None
+            assert not before.seen_since_start and before.last_seen is not None
+            assert state.last_window is not None and state.last_window.outcome == "unobserved"
+            assert state.last_window.start is None and "drained_admission" not in state.checks
         if now_open is not None:
             assert now_open.start <= inp.at
             assert now_open.deadline(bounds, "request_cutoff") == now_open.start + bounds.request_cutoff
             assert now_open.deadline(bounds, "restore") == now_open.start + bounds.restore_bound
             if bounds.preflight and now_open.preflight:
                 assert set(now_open.preflight) <= {"direct", "routed"}
+            # The incumbent's in-flight: its own, as last seen; never another engine's.
+            inflight = now_open.incumbent_inflight()
+            assert inflight is None or inflight == 0 or inflight_of(now_open.incumbent, inflight)
+            if now_open.incumbent_gone:
+                assert inflight == 0
         else:
             assert state.phase == "serving"
-        assert set(state.checks) <= {"image", "container", "fresh_generation", "drained_admission",
-                                     "preflight_direct", "preflight_routed"}
+        assert set(state.checks) <= set(CHECKS)
         if state.checks:
             assert not any(k.startswith("preflight_") and k[10:] not in bounds.preflight
                            for k in state.checks)
+        assert state.unplanned_restarts >= before.unplanned_restarts
 
 
 @SETTINGS
@@ -144,18 +216,20 @@ def test_window_start_and_opening_causes(t0: float, seq: list, bounds: Bounds) -
 def test_store_round_trip_is_exact(t0: float, seq: list, bounds: Bounds) -> None:
     state = RestoreState()
     for inp in inputs_of(t0, seq):
-        state = step(state, inp, bounds)
+        state = advance(state, inp, bounds)
         back = store.decode(store.encode(state))
-        # A failure streak shorter than the grace is deliberately not carried over a restart.
-        assert back == replace(state, unreachable_since=None)
+        # What one process watched (a failure streak, having seen the restore incomplete) is
+        # deliberately not carried over a restart; everything else is, exactly.
+        assert back == restarted(state)
         if state.window is not None:
             assert back.window is not None
             assert back.window.start == state.window.start  # exact, not just to the millisecond
             assert back.window.incumbent == state.window.incumbent
             assert back.window.deadline(bounds, "restore") == state.window.deadline(bounds, "restore")
-        # Continuing from the decoded state behaves like continuing from the original.
-        assert step(back, Poll(inp.at + 1, None), bounds).window == \
-            step(replace(state, unreachable_since=None), Poll(inp.at + 1, None), bounds).window
+        # Continuing from the decoded state behaves like continuing from a restarted one.
+        at = inp.at + 1
+        for nxt in (Poll(at, None), Poll(at, _snap("g2", "open", 0, "c1", None, None))):
+            assert step(back, nxt, bounds) == step(restarted(state), nxt, bounds)
 
 
 @SETTINGS

@@ -16,6 +16,7 @@ from exporter.restore.window import (
     RestoreState,
     Window,
     compute_checks,
+    refusal,
     step,
 )
 
@@ -295,12 +296,24 @@ def test_failure_while_verifying_forgets_restored_engine_and_probes() -> None:
     assert s.phase == "restoring"  # restore_started was seen
 
 
-def test_window_closed_event_closes() -> None:
-    s = final([*full_restore()[:-2], event(48, "window_closed")])
+def test_window_closed_event_while_unreachable_is_refused_and_changes_nothing() -> None:
+    before = final(full_restore()[:-2])  # the engine is down, restore_started seen
+    assert before.window is not None and before.window.unreachable
+    assert refusal(before, "window_closed") is not None
+    s = step(before, event(48, "window_closed", "wc-1"), BOUNDS)
+    assert s == before  # not closed, start and deadlines unchanged, the id not recorded
+    assert "wc-1" not in s.event_ids
+
+
+def test_window_closed_event_closes_once_the_engine_answers() -> None:
+    s = final([*full_restore()[:-2], poll(50, generation="g2", admission="closed", inflight=0),
+               event(52, "window_closed")])
     assert s.window is None and s.phase == "serving"
-    assert s.last_window is not None and s.last_window.end == 48
-    # the restored engine was never seen: identity checks unknown, hence absent
-    assert s.checks == {"drained_admission": True}
+    assert s.last_window is not None and s.last_window.end == 52
+    assert s.last_window.outcome == "in_time"
+    # the incumbent went away: the engine answering is what the restore produced
+    assert s.checks == {"image": True, "container": True, "fresh_generation": True,
+                        "drained_admission": True}
 
 
 def test_window_closed_event_while_verifying_compares_restored_engine() -> None:
@@ -310,13 +323,13 @@ def test_window_closed_event_while_verifying_compares_restored_engine() -> None:
     assert s.checks["container"] is False and s.checks["fresh_generation"] is True
 
 
-def test_abort_discards_window_without_checks() -> None:
-    first = final(full_restore())
-    assert first.checks  # checks of the first window
-    s = final([poll(100, generation="g2", admission="draining", inflight=1),
+def test_abort_discards_window_and_keeps_the_last_closed_windows_checks() -> None:
+    first = final(full_restore(restored_container="c2"))
+    assert first.checks["container"] is False  # checks of the first window
+    s = final([poll(100, generation="g2", admission="draining", inflight=1, container="c2"),
                event(120, "abort")], state=first)
     assert s.window is None and s.phase == "serving"
-    assert s.checks == {}
+    assert s.checks == first.checks and s.judged == first.judged
     assert s.last_window is not None and s.last_window.outcome == "aborted"
     assert (s.last_window.start, s.last_window.end) == (100, 120)
 
@@ -400,9 +413,19 @@ def test_restored_engine_at_zero_does_not_make_the_incumbent_drained() -> None:
 
 def test_drained_stays_true_once_reached() -> None:
     s = final([poll(0, inflight=1), poll(10, admission="closed", inflight=0),
-               poll(20, admission="closed", inflight=4), poll(30, admission="closed", inflight=4),
+               poll(20, admission="closed", inflight=0), poll(30, admission="draining", inflight=0),
                fail(40), poll(50, generation="g2")])
     assert s.checks["drained_admission"] is True
+
+
+def test_requests_in_flight_when_it_went_away_are_lost_even_after_a_drain() -> None:
+    # Admission closed, 0 in flight, then 4 again (the engine's own work, a misreport): when it
+    # goes away with 4 in flight, those are lost and the drain check fails.
+    s = final([poll(0, inflight=1), poll(10, admission="closed", inflight=0),
+               poll(20, admission="closed", inflight=4), poll(30, admission="closed", inflight=4),
+               fail(40), poll(50, generation="g2")])
+    assert s.judged is not None and s.judged.lost == 4
+    assert s.checks["drained_admission"] is False
 
 
 # -- phases --------------------------------------------------------------------------------------
@@ -428,16 +451,28 @@ def test_down_without_restore_started() -> None:
 
 # -- a closed window stays closed without a new cause --------------------------------------------
 
-@pytest.mark.parametrize("kind", ["window_closed", "abort"])
-def test_event_close_while_unreachable_does_not_reopen_with_the_old_start(kind: str) -> None:
-    states = run([poll(0), fail(5), fail(16), event(20, kind), fail(25), fail(30)])
+def test_abort_while_unreachable_does_not_reopen_with_the_old_start() -> None:
+    states = run([poll(0), fail(5), fail(16), event(20, "abort"), fail(25), fail(30)])
     assert states[2].window is not None and states[2].window.start == 5
     assert states[3].window is None
-    # The failures after the close start a new streak: no window within the grace ...
+    # The failures after the abort start a new streak: no window within the grace ...
     assert states[4].window is None and states[5].window is None
-    # ... and once past it the new window starts at the first failure after the close.
+    # ... and once past it the new window starts at the first failure after the abort.
     s = step(states[-1], fail(36), BOUNDS)
     assert s.window is not None and s.window.start == 25
+
+
+def test_window_closed_while_unreachable_never_restarts_the_clock() -> None:
+    # The issue: 200, window closed, a new window seconds later with a new start, and the
+    # checks judged that second window. Now: refused, one window, its start kept, judged once.
+    states = run([poll(0, inflight=2), poll(1, admission="closed", inflight=0), fail(5),
+                  fail(16), event(20, "window_closed"), fail(25), fail(40),
+                  event(41, "window_closed"), poll(60, generation="g2", admission="open")])
+    assert {s.window.start for s in states[1:-1] if s.window} == {1}
+    assert all(s.window is not None for s in states[1:-1])
+    s = states[-1]
+    assert s.last_window is not None and s.last_window.start == 1 and s.last_window.end == 60
+    assert s.checks["drained_admission"] is True  # the incumbent drained before it stopped
 
 
 def test_event_ids_are_bounded() -> None:
@@ -454,3 +489,29 @@ def test_compute_checks_preflight_unknown_without_restored_engine() -> None:
     checks = compute_checks(w, Engine("g2"), PREFLIGHT_BOUNDS)
     assert checks == {"fresh_generation": True, "drained_admission": True,
                       "preflight_direct": False, "preflight_routed": False}
+
+
+# -- phases agree with the engine ----------------------------------------------------------------
+
+def test_engine_answering_without_admission_after_down_is_no_longer_down() -> None:
+    base = final([poll(0), poll(10, admission="closed", inflight=0), fail(20)])
+    assert base.phase == "down"
+    same = step(base, Poll(30, snap(admission=None)), BOUNDS)
+    assert same.phase == "draining" and same.window is not None
+    new = step(base, Poll(30, snap(generation="g2", admission=None)), BOUNDS)
+    assert new.phase == "restoring" and new.window is not None
+
+
+def test_drain_started_while_unreachable_is_down_and_cannot_be_closed_blind() -> None:
+    s = final([poll(0, inflight=1), fail(5), event(8, "drain_started")])
+    assert s.window is not None and s.window.start == 8 and s.phase == "down"
+    assert refusal(s, "window_closed") is not None
+    assert refusal(s, "abort") is None
+    answered = step(s, poll(9, admission="closed", inflight=0), BOUNDS)
+    assert answered.phase == "drained" and refusal(answered, "window_closed") is None
+
+
+def test_closed_admission_with_requests_is_draining_and_without_is_drained() -> None:
+    states = run([poll(0, inflight=2), poll(10, admission="closed", inflight=2),
+                  poll(20, admission="closed", inflight=0)])
+    assert [s.phase for s in states] == ["serving", "draining", "drained"]

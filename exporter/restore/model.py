@@ -1,0 +1,152 @@
+"""The restore window's data: engines, the open window, the last windows, the whole state, inputs.
+
+Everything here is immutable and plain: `window.step` builds the next state, `store` writes it,
+collectors and `/status` read it. Fields are only ever added (with a default), so a state file
+written by an earlier release still loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from exporter.defaults import DOWN_GRACE, REQUEST_CUTOFF, RESTORE_BOUND
+from exporter.snapshot import Snapshot
+
+Phase = Literal["serving", "draining", "drained", "down", "restoring", "verifying"]
+Cause = Literal["drain", "event", "unreachable"]
+EventKind = Literal["drain_started", "restore_started", "window_closed", "abort"]
+Outcome = Literal["in_time", "late", "aborted", "unobserved"]
+
+PHASES: Final = ("serving", "draining", "drained", "down", "restoring", "verifying")
+CAUSES: Final = ("drain", "event", "unreachable")
+EVENT_KINDS: Final = ("drain_started", "restore_started", "window_closed", "abort")
+OUTCOMES: Final = ("in_time", "late", "aborted", "unobserved")
+MAX_EVENT_IDS: Final = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    request_cutoff: float = REQUEST_CUTOFF
+    restore_bound: float = RESTORE_BOUND
+    down_grace: float = DOWN_GRACE
+    preflight: tuple[str, ...] = ()  # configured probes: "direct", "routed"
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """One engine incarnation: what the identity checks compare, and when it says it started."""
+
+    generation: str
+    image_digest: str | None = None
+    container_id: str | None = None
+    package: str | None = None
+    checkpoint: str | None = None
+    started_at: float | None = None  # the engine's own clock: evidence of when a restore ended
+
+    @classmethod
+    def of(cls, snap: Snapshot) -> Engine:
+        ident = snap.identity
+        if ident is None:
+            return cls(snap.generation, started_at=snap.started_at)
+        return cls(snap.generation, ident.image_digest, ident.container_id, ident.package,
+                   ident.checkpoint, snap.started_at)
+
+    def replaced_by(self, other: Engine) -> bool:
+        """Another incarnation took over: another generation, or another container."""
+        if self.generation != other.generation:
+            return True
+        return (self.container_id is not None and other.container_id is not None
+                and self.container_id != other.container_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    start: float
+    cause: Cause
+    incumbent: Engine | None  # the engine serving when the window opened: whose requests drain
+    last_inflight: int | None = None  # the incumbent's in-flight as last seen while it was up
+    drained: bool = False  # in-flight reached 0, admission not open, before it went / the cutoff
+    seen_not_open: bool = False  # engine seen draining, closed or unreachable in this window
+    restored: Engine | None = None  # engine answering with admission open again
+    preflight: dict[str, bool] = field(default_factory=dict)
+    restore_started: bool = False
+    incumbent_gone: bool = False  # unreachable, or another generation answered, in this window
+    lost: int | None = None  # incumbent requests in flight when it went away or past the cutoff
+    # The last verified engine, which the identity checks compare with; None: the incumbent.
+    # Differs from the incumbent only when the incumbent is a restore whose checks failed.
+    reference: Engine | None = None
+    # False when the window opened on the sidecar's first look after it started: the engine
+    # may have gone away earlier, so the true start (and deadline) may be earlier than `start`.
+    start_exact: bool = True
+    last_unrestored: float | None = None  # last observation that saw the restore incomplete
+    unreachable: bool = False  # the latest poll in this window failed
+    watched: bool = False  # this sidecar process saw the restore incomplete (not persisted)
+
+    def deadline(self, bounds: Bounds, bound: Literal["request_cutoff", "restore"]) -> float:
+        return self.start + (bounds.request_cutoff if bound == "request_cutoff" else bounds.restore_bound)
+
+    def incumbent_inflight(self) -> int | None:
+        """The incumbent's in-flight as last seen while up; 0 once it went away or was replaced
+        (the restored engine's own requests never count); None while never reported."""
+        return 0 if self.incumbent_gone else self.last_inflight
+
+    def compared_with(self) -> Engine | None:
+        return self.reference if self.reference is not None else self.incumbent
+
+
+@dataclass(frozen=True, slots=True)
+class LastWindow:
+    """A window that ended (closed, aborted) or a restore nobody watched, with its evidence."""
+
+    start: float | None  # None: a restore that happened while the sidecar was down
+    end: float  # time of record: the observation (or event) that closed it, or the abort
+    cause: Cause | None  # None: nobody watched it open
+    outcome: Outcome
+    # Evidence of when the restore completed: after `not_before`, at or before `end`. Equal to
+    # `end` when the sidecar watched it happen; None when nothing bounds it (and for an abort).
+    not_before: float | None = None
+    start_exact: bool = True
+    lost: int | None = None  # the incumbent's requests lost; None: unknown
+    incumbent: Engine | None = None
+    reference: Engine | None = None  # what the restored engine was compared with
+    restored: Engine | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreState:
+    phase: Phase = "serving"
+    window: Window | None = None
+    last_seen: Engine | None = None  # the engine of the last good snapshot
+    last_inflight: int | None = None
+    unreachable_since: float | None = None  # first failed poll of the current failure streak
+    checks: dict[str, bool] = field(default_factory=dict)  # of the last closed window
+    last_window: LastWindow | None = None  # the last window that ended, however
+    event_ids: tuple[str, ...] = ()
+    judged: LastWindow | None = None  # the window `checks` belong to (an abort keeps them)
+    reference: Engine | None = None  # the engine the last judged window compared with or passed
+    unplanned_restarts: int = 0  # generation changes seen while no window was open
+    seen_since_start: bool = False  # a good snapshot since this sidecar process started
+
+
+@dataclass(frozen=True, slots=True)
+class Poll:
+    at: float
+    snapshot: Snapshot | None  # None: refused, timed out, or no valid snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    at: float
+    id: str
+    kind: EventKind
+
+
+@dataclass(frozen=True, slots=True)
+class Preflight:
+    at: float
+    probe: str  # "direct" | "routed"
+    ok: bool
+
+
+Input = Poll | Event | Preflight
