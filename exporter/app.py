@@ -19,7 +19,13 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 from prometheus_client.openmetrics import exposition as openmetrics
 
 from exporter.loop import PollLoop
-from exporter.restore.events import MAX_BODY_BYTES, RestoreEventIn, RestoreEventOut, authorized
+from exporter.restore.events import (
+    MAX_BODY_BYTES,
+    RestoreEventIn,
+    RestoreEventOut,
+    RestoreEventRefused,
+    authorized,
+)
 
 log = structlog.get_logger("helios_exporter.app")
 audit = structlog.get_logger("helios_exporter.audit")
@@ -105,6 +111,9 @@ def build_app(
         response_model=RestoreEventOut,
         responses={401: {"description": "missing or wrong bearer token"},
                    404: {"description": "events endpoint disabled (no --events-token-file)"},
+                   409: {"model": RestoreEventRefused,
+                         "description": "refused in this state (window_closed while the engine "
+                                        "is unreachable); the id is not recorded"},
                    413: {"description": "body too large"},
                    422: {"description": "body is not a valid event (values are never echoed)"}},
         # The handler reads the raw body itself (size limit first), so FastAPI cannot infer it:
@@ -137,18 +146,20 @@ def build_app(
                                for p in e.get("loc", ())], "msg": e.get("msg", "")}
                       for e in errors]
             return JSONResponse({"detail": detail or "invalid JSON body"}, status_code=422)
-        duplicate, state, persisted = await loop.apply_event(event.id, event.event)
+        duplicate, state, persisted, refused = await loop.apply_event(event.id, event.event)
         audit.info("restore_event", event_id=event.id, restore_event=event.event,
-                   duplicate=duplicate, note=event.note, phase=state.phase, persisted=persisted,
-                   client=request.client.host if request.client else None)
+                   duplicate=duplicate, refused=refused, note=event.note, phase=state.phase,
+                   persisted=persisted, client=request.client.host if request.client else None)
         out = RestoreEventOut(
-            accepted=not duplicate,
+            accepted=not duplicate and refused is None,
             duplicate=duplicate,
             phase=state.phase,
             window_open=state.window is not None,
             window_start=state.window.start if state.window else None,
             persisted=persisted,
         )
+        if refused is not None:
+            return JSONResponse({**out.model_dump(), "detail": refused}, status_code=409)
         return JSONResponse(out.model_dump())
 
     return app

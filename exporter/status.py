@@ -6,6 +6,7 @@ from typing import Any
 
 from exporter import geometry
 from exporter.config import Config
+from exporter.restore.report import restore_status
 from exporter.restore.window import Bounds
 from exporter.snapshot import Snapshot
 from exporter.view import View
@@ -14,7 +15,6 @@ from exporter.view import View
 def status(view: View, bounds: Bounds, config: Config, now: float) -> dict[str, Any]:
     restore = view.restore
     state = restore.state
-    window = state.window
     snap = view.engine.snapshot
     return {
         "generation": snap.generation if snap else None,
@@ -26,23 +26,7 @@ def status(view: View, bounds: Bounds, config: Config, now: float) -> dict[str, 
                  for c in view.pins],
         "offload_geometry": _geometry(snap),
         "restore": {
-            "phase": state.phase,
-            "window_open": window is not None,
-            "window": None if window is None else {
-                "start": window.start,
-                "cause": window.cause,
-                "request_cutoff_deadline": window.deadline(bounds, "request_cutoff"),
-                "restore_deadline": window.deadline(bounds, "restore"),
-                "seconds_to_request_cutoff": window.deadline(bounds, "request_cutoff") - now,
-                "seconds_to_restore_deadline": window.deadline(bounds, "restore") - now,
-                "last_inflight": window.last_inflight,
-                "drained": window.drained,
-                "incumbent": None if window.incumbent is None else _fields(window.incumbent),
-                "restored": None if window.restored is None else _fields(window.restored),
-                "preflight": window.preflight,
-            },
-            "checks": state.checks,
-            "last_window": None if state.last_window is None else _fields(state.last_window),
+            **restore_status(state, bounds, now, snap, view.sources["engine_snapshot"].last_success),
             "state_file": str(restore.state_file),
             "state_write_errors": restore.write_errors,
             "last_state_write_error": restore.last_write_error or None,

@@ -30,6 +30,10 @@ class RestoreEventOut(BaseModel):
     persisted: bool  # false: the state file could not be written (see /status); retry later
 
 
+class RestoreEventRefused(RestoreEventOut):
+    detail: str  # why, and what to do instead
+
+
 def read_token(path: Path) -> bytes:
     """The token file's content without surrounding whitespace; empty files are refused."""
     token = path.read_bytes().strip()

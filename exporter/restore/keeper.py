@@ -32,6 +32,7 @@ from exporter.restore.window import (
     Poll,
     Preflight,
     RestoreState,
+    refusal,
     step,
 )
 from exporter.snapshot import Snapshot
@@ -39,7 +40,7 @@ from exporter.snapshot import Snapshot
 log = structlog.get_logger("helios_exporter.restore")
 
 PreflightProbe = Callable[[], Awaitable[tuple[bool, str]]]
-EVENT_RESULTS: Final = ("accepted", "duplicate")  # helios_restore_events_total{result}
+EVENT_RESULTS: Final = ("accepted", "duplicate", "refused")  # helios_restore_events_total{result}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,7 @@ class EventOutcome(NamedTuple):
     duplicate: bool
     state: RestoreState  # after the event
     persisted: bool  # the state on disk is the state in memory
+    refused: str | None = None  # why the event was refused (it changed nothing)
 
 
 class RestoreKeeper:
@@ -143,11 +145,16 @@ class RestoreKeeper:
         return self._state
 
     async def apply_event(self, event_id: str, kind: EventKind) -> EventOutcome:
-        """One events-API event; a repeated id is counted as a duplicate and changes nothing."""
+        """One events-API event; a repeated id is counted as a duplicate and changes nothing, an
+        event refused in this state (`window.refusal`) changes nothing and is not recorded."""
         async with self._lock:
             if event_id in self._state.event_ids:
                 self._events[(kind, "duplicate")] += 1
                 return EventOutcome(True, self._state, not self._dirty)
+            refused = refusal(self._state, kind)
+            if refused is not None:
+                self._events[(kind, "refused")] += 1
+                return EventOutcome(False, self._state, not self._dirty, refused)
             state = self._apply(Event(self._clock(), event_id, kind))
             self._events[(kind, "accepted")] += 1
             return EventOutcome(False, state, not self._dirty)

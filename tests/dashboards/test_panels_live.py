@@ -258,7 +258,8 @@ def test_restore_panels_after_the_window_closed(live: Live, dashboards: dict[str
     checks = run_target(live, next(t for t in targets(restore) if t.panel == "Post-restore checks"),
                         values, live.closed_at)
     assert {r["metric"]["check"]: r["value"][1] for r in checks} == {
-        "image": "1", "container": "1", "fresh_generation": "1", "drained_admission": "1"}
+        "image": "1", "container": "1", "package": "1", "checkpoint": "1", "fresh_generation": "1",
+        "drained_admission": "1"}
     # The countdowns disappear with the window (they would otherwise show a stale deadline).
     still_there = [t.name for t in targets(restore) if t.panel in WHILE_OPEN and t.instant
                    and run_target(live, t, values, live.closed_at)]

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.procs import Stack, http_ok, wait_for
+from tests.e2e.procs import ROOT, Stack, free_port, http_ok, query, wait_for
+
+RULE_FILES = [ROOT / "alerts" / "helios-alerts.yaml", ROOT / "alerts" / "helios-recording.yaml"]
 
 # serving 12 s (time for every process to start) -> draining 3 s -> closed 2 s -> down 6 s ->
 # restored (about 23 s in).
@@ -19,18 +22,13 @@ TIMELINE = ("--outage-after", "12", "--drain-seconds", "3", "--closed-seconds", 
 SIDECAR = ("--poll-interval", "0.3", "--down-grace", "1", "--request-cutoff", "20",
            "--restore-bound", "40")
 
+SAME = {"image": True, "container": True, "package": True, "checkpoint": True,
+        "fresh_generation": True, "drained_admission": True}
 VARIANTS: dict[str, tuple[tuple[str, ...], dict[str, bool]]] = {
-    "retained": ((), {"image": True, "container": True, "fresh_generation": True,
-                      "drained_admission": True}),
-    "new-container": (("--outage-container", "new"), {"image": True, "container": False,
-                                                      "fresh_generation": True,
-                                                      "drained_admission": True}),
-    "old-generation": (("--outage-keep-generation",), {"image": True, "container": True,
-                                                      "fresh_generation": False,
-                                                      "drained_admission": True}),
-    "stuck-requests": (("--outage-stuck-requests", "2"), {"image": True, "container": True,
-                                                         "fresh_generation": True,
-                                                         "drained_admission": False}),
+    "retained": ((), SAME),
+    "new-container": (("--outage-container", "new"), {**SAME, "container": False}),
+    "old-generation": (("--outage-keep-generation",), {**SAME, "fresh_generation": False}),
+    "stuck-requests": (("--outage-stuck-requests", "2"), {**SAME, "drained_admission": False}),
 }
 
 
@@ -85,6 +83,15 @@ def test_outage_variants_produce_the_right_checks(stack: Stack) -> None:
             assert metric(url, f'helios_restore_check_ok{{check="{check}"}}') == float(ok)
         assert metric(url, "helios_restore_window_open") == 0.0
         assert metric(url, "helios_restore_window_start_timestamp_seconds") is None
+    stuck = status(sidecars["stuck-requests"])["restore"]
+    assert stuck["last_window"]["lost_requests"] == 2  # in flight when the engine went away
+    assert stuck["failed_checks"][0]["found"] == "2 requests lost"
+    assert metric(sidecars["stuck-requests"], "helios_restore_last_window_lost_requests") == 2
+    moved = status(sidecars["new-container"])["restore"]
+    (failed,) = moved["failed_checks"]
+    assert failed["check"] == "container"
+    assert failed["expected"] == moved["last_window"]["incumbent"]["container_id"]
+    assert failed["found"] == moved["last_window"]["restored"]["container_id"] != failed["expected"]
     assert {"drained", "down"} <= phases["retained"]
     assert "draining" in phases["stuck-requests"]
     assert "drained" not in phases["stuck-requests"]
@@ -128,3 +135,109 @@ def test_corrupt_state_file_is_moved_aside_and_counted(stack: Stack, tmp_path: P
     assert "corrupt state file" in proc.log.read_text()
     wait_for(lambda: (state_dir / "restore-state.json").exists()
              or status(url)["engine_up"], 10, "sidecar keeps working", proc)
+
+
+def engine_snapshot(engine_url: str) -> dict[str, Any]:
+    snap: dict[str, Any] = httpx.get(engine_url + "/debug/offload/snapshot", timeout=3).json()
+    return snap
+
+
+def prom_value(prom: str, expr: str) -> float | None:
+    result = query(prom, expr)
+    return float(result[0]["value"][1]) if result else None
+
+
+def test_restored_engine_traffic_never_reads_as_the_incumbents(stack: Stack) -> None:
+    """Issue 12: the window stays open past the request cutoff (the routed preflight URL refuses)
+    while the restored engine serves; Prometheus must never see its requests as the incumbent's."""
+    _, engine_url = stack.simulator("outage", "--outage-after", "8", "--drain-seconds", "2",
+                                    "--closed-seconds", "1", "--down-seconds", "3", "--rate", "4",
+                                    "--seed", "7")
+    refusing = f"http://127.0.0.1:{free_port()}/v1/completions"  # nothing listens there
+    proc, url = stack.sidecar(engine_url, "--poll-interval", "0.3", "--down-grace", "1",
+                              "--request-cutoff", "5", "--restore-bound", "600",
+                              "--preflight-routed-url", refusing)
+    _, prom = stack.prometheus([url.removeprefix("http://")], RULE_FILES)
+    wait_for(lambda: status(url)["restore"]["phase"] == "down", 40, "engine down", proc)
+    down_seen = time.time()
+    st = wait_for(lambda: (s := status(url))["restore"]["phase"] == "verifying" and s, 30,
+                  "restored engine admitting, routed preflight failing", proc)
+    restored = st["generation"]
+    assert st["restore"]["window"]["restored"]["generation"] == restored
+    # The restored engine serves past the cutoff, and Prometheus has seen its requests.
+    wait_for(lambda: (prom_value(prom, f'max_over_time(helios_engine_inflight_requests'
+                                       f'{{generation="{restored}"}}[5m])') or 0) > 0,
+             30, "restored engine traffic in Prometheus", proc)
+    wait_for(lambda: status(url)["restore"]["window"]["seconds_to_request_cutoff"] < -3, 30,
+             "past the request cutoff", proc)
+    time.sleep(2)  # two more scrapes
+    st = status(url)["restore"]
+    assert st["phase"] == "verifying" and st["window"]["incumbent_gone"] is True
+    assert st["window"]["incumbent_inflight_requests"] == 0
+    since = int(time.time() - down_seen - 1)
+    series = f"helios_restore_incumbent_inflight_requests{{job='helios-exporter'}}[{since}s]"
+    assert (prom_value(prom, f"count_over_time({series})") or 0) >= since - 2  # present
+    assert prom_value(prom, f"max_over_time({series})") == 0.0
+    assert metric(url, "helios_restore_window_open") == 1.0
+
+
+def test_sidecar_killed_across_an_on_time_restore_is_never_late(stack: Stack) -> None:
+    """Issue 19: the sidecar dies while the engine is down and comes back after the restore
+    deadline; the engine was back before it. The outcome is decided by evidence, not by when the
+    sidecar came back: here the deadline lies between the bounds, so `unobserved`."""
+    _, engine_url = stack.simulator("outage", "--outage-after", "8", "--drain-seconds", "1",
+                                    "--closed-seconds", "1", "--down-seconds", "3", "--rate", "2",
+                                    "--seed", "9")
+    state_dir = stack.tmp / "state"
+    bounds = ("--poll-interval", "0.3", "--down-grace", "1", "--request-cutoff", "5",
+              "--restore-bound", "12")
+    proc, url = stack.sidecar(engine_url, *bounds, state_dir=state_dir)
+    st = wait_for(lambda: (s := status(url))["restore"]["phase"] == "down" and s, 40,
+                  "engine down inside the window", proc)
+    window = st["restore"]["window"]
+    incumbent = window["incumbent"]["generation"]
+    proc.stop(signal.SIGKILL)
+    snap = wait_for(lambda: (s := engine_snapshot(engine_url))["generation"] != incumbent and s,
+                    30, "engine restored while the sidecar is dead")
+    assert snap["started_at"] <= window["restore_deadline"]  # restored in time, really
+    wait_for(lambda: time.time() > window["restore_deadline"] + 1, 30, "past the deadline")
+    proc2, url2 = stack.sidecar(engine_url, *bounds, state_dir=state_dir, name="sidecar-2")
+    st = wait_for(lambda: (s := status(url2))["restore"]["last_window"] and s, 30,
+                  "window closed after the restart", proc2)
+    last = st["restore"]["last_window"]
+    assert last["start"] == window["start"]
+    assert last["outcome"] == "unobserved", last
+    assert last["evidence"]["not_before"] == pytest.approx(snap["started_at"])
+    assert last["evidence"]["not_before"] <= window["restore_deadline"] < last["evidence"]["not_after"]
+    assert metric(url2, 'helios_restore_last_window_outcome{outcome="late"}') == 0.0
+    assert metric(url2, 'helios_restore_last_window_outcome{outcome="unobserved"}') == 1.0
+    assert st["restore"]["checks"]["fresh_generation"] is True
+
+
+def test_restore_into_a_new_container_nobody_watched_pages(stack: Stack) -> None:
+    """Issue 19: the sidecar is down from before the drain until after a restore into a new
+    container. At its next start it records the restore (`unobserved`) and its failed check."""
+    _, engine_url = stack.simulator("outage", "--outage-after", "8", "--drain-seconds", "1",
+                                    "--closed-seconds", "1", "--down-seconds", "2", "--rate", "2",
+                                    "--outage-container", "new", "--seed", "13")
+    state_dir = stack.tmp / "state"
+    proc, url = stack.sidecar(engine_url, *SIDECAR, state_dir=state_dir)
+    before = wait_for(lambda: (s := status(url))["engine_up"] and s, 20, "engine seen", proc)
+    assert before["restore"]["window"] is None
+    old = engine_snapshot(engine_url)
+    proc.stop(signal.SIGKILL)
+    new = wait_for(lambda: (s := engine_snapshot(engine_url))["generation"] != old["generation"]
+                   and s, 40, "engine restored while the sidecar is dead")
+    proc2, url2 = stack.sidecar(engine_url, *SIDECAR, state_dir=state_dir, name="sidecar-2")
+    st = wait_for(lambda: (s := status(url2))["restore"]["last_window"] and s, 20,
+                  "restore recorded at the start", proc2)["restore"]
+    last = st["last_window"]
+    assert last["outcome"] == "unobserved" and last["start"] is None
+    assert last["evidence"]["not_before"] == pytest.approx(new["started_at"])
+    assert st["failed_checks"] == [{"check": "container",
+                                    "expected": old["identity"]["container_id"],
+                                    "found": new["identity"]["container_id"]}]
+    assert "drained_admission" not in st["checks"]
+    assert metric(url2, 'helios_restore_check_ok{check="container"}') == 0.0
+    assert metric(url2, 'helios_restore_check_ok{check="drained_admission"}') is None
+    assert metric(url2, 'helios_restore_last_window_outcome{outcome="unobserved"}') == 1.0

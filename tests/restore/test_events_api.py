@@ -13,7 +13,7 @@ import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from restore_helpers import make_sidecar
+from restore_helpers import MockEngine, make_sidecar
 from schemathesis.checks import not_a_server_error
 from structlog.testing import capture_logs
 
@@ -27,14 +27,15 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 class Env:
-    def __init__(self, state_dir: Path, token: str | None = TOKEN) -> None:
+    def __init__(self, state_dir: Path, token: str | None = TOKEN,
+                 engine: MockEngine | None = None) -> None:
         extra: dict[str, Any] = {}
         if token is not None:
             token_file = state_dir.parent / "events-token"
             token_file.write_text(f"  {token}\n")  # surrounding whitespace is not part of it
             extra["events_token_file"] = token_file
         self.now = NOW  # the sidecar's wall clock: tests move it
-        self.sidecar = make_sidecar(state_dir, clock=lambda: self.now, **extra)
+        self.sidecar = make_sidecar(state_dir, engine, clock=lambda: self.now, **extra)
         self.loop = self.sidecar.loop
         self.app = build_app(self.loop, self.sidecar.cache, self.sidecar.status,
                              self.sidecar.events_token)
@@ -168,6 +169,39 @@ def test_window_closed_and_abort_events(env: Env) -> None:
     env.post({"id": "3", "event": "drain_started"}, AUTH)
     assert env.post({"id": "4", "event": "abort"}, AUTH).json()["window_open"] is False
     assert env.loop.view.restore.state.last_window.outcome == "aborted"  # type: ignore[union-attr]
+
+
+def test_window_closed_while_the_engine_is_unreachable_is_409(tmp_path: Path) -> None:
+    engine = MockEngine()
+    (tmp_path / "state").mkdir()
+    e = Env(tmp_path / "state", engine=engine)
+
+    async def cycle(at: float) -> None:
+        e.now = at
+        await e.loop.cycle()
+
+    e.run(lambda _: cycle(NOW))
+    engine.down = True
+    e.run(lambda _: cycle(NOW + 5))
+    e.run(lambda _: cycle(NOW + 20))  # past the 10 s grace: the window opened at NOW + 5
+    start = e.loop.view.restore.state.window.start  # type: ignore[union-attr]
+    assert start == NOW + 5
+    resp = e.post({"id": "close-1", "event": "window_closed"}, AUTH)
+    assert resp.status_code == 409
+    body = resp.json()
+    assert body["accepted"] is False and body["window_open"] is True
+    assert body["window_start"] == start and "unreachable" in body["detail"]
+    assert e.counter("window_closed", "refused") == 1
+    state = e.loop.view.restore.state
+    assert state.window is not None and "close-1" not in state.event_ids
+    assert StateStore(tmp_path / "state").load().window.start == start  # type: ignore[union-attr]
+    # The engine answers again: the window closes by itself, with its start; the refused id was
+    # not recorded, so sending it again is not a duplicate.
+    engine.down = False
+    e.run(lambda _: cycle(NOW + 30))
+    assert e.loop.view.restore.state.last_window.start == start  # type: ignore[union-attr]
+    again = e.post({"id": "close-1", "event": "window_closed"}, AUTH)
+    assert again.status_code == 200 and again.json()["duplicate"] is False
 
 
 def test_body_over_the_limit_is_413(env: Env) -> None:
