@@ -194,14 +194,16 @@ class Narrator:
         if window:
             line += (f"  window ({window['cause']}): request cutoff in "
                      f"{window['seconds_to_request_cutoff']:.0f}s, restore deadline in "
-                     f"{window['seconds_to_restore_deadline']:.0f}s, in-flight "
-                     f"{window['last_inflight']}")
+                     f"{window['seconds_to_restore_deadline']:.0f}s, incumbent in-flight "
+                     f"{window['incumbent_inflight_requests']}")
         elif restore["last_window"]:
             last = restore["last_window"]
             checks = ", ".join(f"{k} {'ok' if v else 'FAILED'}"
                                for k, v in sorted(restore["checks"].items()))
-            line += (f"  last window {last['outcome']} after {last['end'] - last['start']:.1f}s"
-                     f"; checks: {checks or 'none'}")
+            took = last["duration_seconds"]  # None: a restore nobody watched
+            line += (f"  last window {last['outcome']}"
+                     + (f" after {took:.1f}s" if took is not None else "")
+                     + f"; checks: {checks or 'none'}")
         print(line, flush=True)
 
 
