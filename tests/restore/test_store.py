@@ -315,7 +315,7 @@ def test_failed_write_is_retried_every_cycle_until_it_lands(tmp_path: Path) -> N
 
     async def go() -> None:
         await loop.cycle()
-        _, _, persisted = await loop.apply_event("ev-1", "drain_started")
+        persisted = (await loop.apply_event("ev-1", "drain_started")).persisted
         assert persisted is False
         blocker.unlink()
         blocker.mkdir()  # the volume comes back
