@@ -1,4 +1,4 @@
-"""Restore window, deadlines, phase and post-restore checks (docs/restore.md), e.g.
+"""Restore window, deadlines, phase and post-restore checks (docs/interface.md section 6), e.g.
 
     helios_restore_window_open 1.0
     helios_restore_window_start_timestamp_seconds 1.7643895e+09

@@ -1,4 +1,5 @@
-"""The time of record of a restore, and its outcome, from evidence only.
+"""The time of record of a restore, and its outcome, from evidence only (docs/interface.md
+section 6.5).
 
 While the sidecar watches, a restore ends at the observation that closes the window (the poll
 that sees the restored engine admit, the passing probe, or a `window_closed` event), and that

@@ -1,4 +1,4 @@
-"""The restore window as a pure state machine (docs/restore.md).
+"""The restore window as a pure state machine (docs/interface.md section 6).
 
 `step(state, input, bounds)` returns the next `RestoreState`; it reads no clock and does no I/O,
 so every transition is unit-tested with plain numbers and the restore keeper persists whatever

@@ -1,4 +1,4 @@
-"""Time of record and outcome from evidence (docs/restore.md, "Time of record").
+"""Time of record and outcome from evidence (docs/interface.md section 6.5).
 
 Bounds: request cutoff 100 s, restore bound 200 s, down grace 10 s. The windows below open at 10,
 so the restore deadline is 210.
