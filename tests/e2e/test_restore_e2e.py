@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from tests.e2e.procs import ROOT, Stack, free_port, http_ok, query, wait_for
 
@@ -147,6 +148,14 @@ def prom_value(prom: str, expr: str) -> float | None:
     return float(result[0]["value"][1]) if result else None
 
 
+def cutoff_rule() -> str:
+    """The shipped HeliosRequestCutoffBreached rule, as text."""
+    rules = yaml.safe_load(RULE_FILES[0].read_text())
+    (rule,) = [r for g in rules["groups"] for r in g["rules"]
+               if r.get("alert") == "HeliosRequestCutoffBreached"]
+    return str(rule["expr"])
+
+
 def test_restored_engine_traffic_never_reads_as_the_incumbents(stack: Stack) -> None:
     """Issue 12: the window stays open past the request cutoff (the routed preflight URL refuses)
     while the restored engine serves; Prometheus must never see its requests as the incumbent's."""
@@ -158,6 +167,7 @@ def test_restored_engine_traffic_never_reads_as_the_incumbents(stack: Stack) -> 
                               "--request-cutoff", "5", "--restore-bound", "600",
                               "--preflight-routed-url", refusing)
     _, prom = stack.prometheus([url.removeprefix("http://")], RULE_FILES)
+    started = time.time()
     wait_for(lambda: status(url)["restore"]["phase"] == "down", 40, "engine down", proc)
     down_seen = time.time()
     st = wait_for(lambda: (s := status(url))["restore"]["phase"] == "verifying" and s, 30,
@@ -179,6 +189,14 @@ def test_restored_engine_traffic_never_reads_as_the_incumbents(stack: Stack) -> 
     assert (prom_value(prom, f"count_over_time({series})") or 0) >= since - 2  # present
     assert prom_value(prom, f"max_over_time({series})") == 0.0
     assert metric(url, "helios_restore_window_open") == 1.0
+    # The page computed from it, with the shipped rules: never pending, never firing, although
+    # the cutoff passed with the window open and the restored engine busy.
+    if "helios_restore_incumbent_inflight_requests" not in cutoff_rule():
+        pytest.xfail("the shipped HeliosRequestCutoffBreached does not read "
+                     "helios_restore_incumbent_inflight_requests yet")
+    whole = int(time.time() - started) + 1
+    assert query(prom, f'count_over_time(ALERTS{{alertname="HeliosRequestCutoffBreached"}}'
+                       f'[{whole}s])') == []
 
 
 def test_sidecar_killed_across_an_on_time_restore_is_never_late(stack: Stack) -> None:
