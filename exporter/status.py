@@ -49,7 +49,3 @@ def _geometry(snap: Snapshot | None) -> dict[str, Any] | None:
         "rules": [{"rule": r.rule, "ok": r.ok, "value": r.value, "limit": r.limit,
                    "detail": r.detail} for r in checked.rules],
     }
-
-
-def _fields(obj: Any) -> dict[str, Any]:
-    return {k: getattr(obj, k) for k in obj.__slots__}
