@@ -40,10 +40,12 @@ class Duration:
 class Config:
     selector: str
     target_labels: tuple[str, ...]
+    cluster_label: str
     runbook_base_url: str
     window_memory: Duration
     rate_window: Duration
     at_risk_margin: Duration
+    outcome_notice: Duration
     alert_when_no_target: bool
     down_grace: Duration
     page_headroom_ratio: float
@@ -52,7 +54,14 @@ class Config:
     host_tier_window: Duration
     power_limit_ratio: float
     power_avg_window: Duration
+    restart_window: Duration
+    dcgm_selector: str
     for_: Mapping[str, Duration]
+
+    @property
+    def join_labels(self) -> tuple[str, ...]:
+        """What identifies one sidecar across clusters: every join is `on` these."""
+        return (self.cluster_label, *self.target_labels)
 
 
 class Reader:
@@ -112,6 +121,13 @@ class Reader:
             self.errors.append(f"{path}: must be longer than 0")
         return Duration(value, seconds)
 
+    def label(self, path: str) -> str:
+        value = self._get(path)
+        if value is not None and not (isinstance(value, str) and _LABEL_RE.match(value)):
+            self.errors.append(f"{path}: expected a label name, got {value!r}")
+            return ""
+        return value if isinstance(value, str) else ""
+
     def labels(self, path: str) -> tuple[str, ...]:
         value = self._get(path)
         if value is None:
@@ -154,10 +170,12 @@ def load_config(path: Path, alert_names: Sequence[str]) -> Config:
     config = Config(
         selector=r.string("selector"),
         target_labels=r.labels("target_labels"),
+        cluster_label=r.label("cluster_label"),
         runbook_base_url=r.string("runbook_base_url").rstrip("/"),
         window_memory=r.duration("window_memory"),
         rate_window=r.duration("rate_window"),
         at_risk_margin=r.duration("restore.at_risk_margin"),
+        outcome_notice=r.duration("restore.outcome_notice"),
         alert_when_no_target=r.boolean("exporter.alert_when_no_target"),
         down_grace=r.duration("exporter.down_grace"),
         page_headroom_ratio=r.number("offload.page_headroom_ratio", 0.0, 1.0),
@@ -166,12 +184,16 @@ def load_config(path: Path, alert_names: Sequence[str]) -> Config:
         host_tier_window=r.duration("offload.host_tier_window"),
         power_limit_ratio=r.number("gpu.power_limit_ratio", 0.0, 2.0),
         power_avg_window=r.duration("gpu.power_avg_window"),
+        restart_window=r.duration("engine.restart_window"),
+        dcgm_selector=r.string("dcgm.selector"),
         for_=r.for_durations("for", alert_names),
     )
     if config.window_memory.seconds and config.window_memory.seconds <= DEFAULT_RESTORE_BOUND_S:
         r.errors.append(
             f"window_memory: must exceed the {DEFAULT_RESTORE_BOUND_S // 60}-minute restore bound"
         )
+    if config.cluster_label and config.cluster_label in config.target_labels:
+        r.errors.append(f"cluster_label: {config.cluster_label!r} is also in target_labels")
     snapshot_for = config.for_.get("HeliosEngineSnapshotFailing")
     if (
         snapshot_for is not None

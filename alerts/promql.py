@@ -20,6 +20,24 @@ def join(*parts: str, op: str) -> str:
     return f"\n{op}\n".join(blocks)
 
 
+def chain(first: str, *steps: tuple[str, str]) -> str:
+    """`(a)\\nop1\\n(b)\\nop2\\n(c)`: binary set operators of one precedence, left to right."""
+    text = "(\n" + indent(first) + "\n)"
+    for op, part in steps:
+        text += f"\n{op}\n(\n" + indent(part) + "\n)"
+    return text
+
+
+def duration(seconds: int) -> str:
+    """A PromQL duration for a number of seconds: 3h5m, 90s."""
+    parts = []
+    for unit, size in (("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts) or "0s"
+
+
 def ratio(numerator: str, denominator: str) -> str:
     """`a\\n/\\n(b > 0)`: absent instead of a division by zero."""
     return f"{numerator}\n/\n({denominator} > 0)"
@@ -30,16 +48,17 @@ class Q:
 
     def __init__(self, config: Config) -> None:
         self.c = config
-        self.on = f"on ({', '.join(config.target_labels)})"
+        self.on = f"on ({', '.join(config.join_labels)})"
         self.memory = str(config.window_memory)
 
     def sel(self, metric: str, **matchers: str) -> str:
         extra = "".join(f', {k}="{v}"' for k, v in matchers.items())
         return f"{metric}{{{self.c.selector}{extra}}}"
 
-    def last(self, metric: str, **matchers: str) -> str:
-        """The last value Prometheus saw within the window memory (skips staleness markers)."""
-        return f"last_over_time({self.sel(metric, **matchers)}[{self.memory}])"
+    def last(self, metric: str, lookback: str = "", **matchers: str) -> str:
+        """The last value Prometheus saw within `lookback` (default: the window memory), skipping
+        the staleness markers of failed scrapes."""
+        return f"last_over_time({self.sel(metric, **matchers)}[{lookback or self.memory}])"
 
     def window_open_last(self) -> str:
         return f"{self.last('helios_restore_window_open')} == 1"

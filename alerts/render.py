@@ -16,6 +16,8 @@ from alerts.runbooks import add_runbook_link, docs_link
 
 ALERTS_FILE = Path("alerts/helios-alerts.yaml")
 RECORDING_FILE = Path("alerts/helios-recording.yaml")
+# Not in alerts/ itself: deploy/generate.py packs every rule file there into the PrometheusRule.
+DCGM_FILE = Path("alerts/optional/helios-dcgm-recording.yaml")
 DOCS_FILE = Path("docs/alerts.md")
 
 HEADER = (
@@ -63,6 +65,10 @@ def render_recording(c: Config) -> str:
     return dump(_groups([(r.group, r.rule()) for r in groups.records(c)]))
 
 
+def render_dcgm(c: Config) -> str:
+    return dump(_groups([(r.group, r.rule()) for r in groups.optional_dcgm_records(c)]))
+
+
 def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -83,15 +89,20 @@ def render_docs_tables(c: Config) -> dict[str, str]:
         record_rows.append(f"| `{r.name}` | {ALERTS_FILE.name} | {_md_cell(r.meaning)} |")
     for r in groups.records(c):
         record_rows.append(f"| `{r.name}` | {RECORDING_FILE.name} | {_md_cell(r.meaning)} |")
+    for r in groups.optional_dcgm_records(c):
+        record_rows.append(f"| `{r.name}` | optional/{DCGM_FILE.name} | {_md_cell(r.meaning)} |")
     threshold_rows = [
         "| config key | value |",
         "| --- | --- |",
         f"| `selector` | `{c.selector}` |",
         f"| `target_labels` | `{', '.join(c.target_labels)}` |",
+        f"| `cluster_label` | `{c.cluster_label}` |",
         f"| `runbook_base_url` | {c.runbook_base_url} |",
         f"| `window_memory` | {c.window_memory} |",
         f"| `rate_window` | {c.rate_window} |",
         f"| `restore.at_risk_margin` | {c.at_risk_margin} |",
+        f"| `restore.outcome_notice` | {c.outcome_notice} |",
+        f"| `engine.restart_window` | {c.restart_window} |",
         f"| `exporter.alert_when_no_target` | {str(c.alert_when_no_target).lower()} |",
         f"| `exporter.down_grace` | {c.down_grace} |",
         f"| `offload.page_headroom_ratio` | {num(c.page_headroom_ratio)} |",
@@ -100,6 +111,7 @@ def render_docs_tables(c: Config) -> dict[str, str]:
         f"| `offload.host_tier_window` | {c.host_tier_window} |",
         f"| `gpu.power_limit_ratio` | {num(c.power_limit_ratio)} |",
         f"| `gpu.power_avg_window` | {c.power_avg_window} |",
+        f"| `dcgm.selector` | `{c.dcgm_selector}` |",
     ]
     return {
         "alerts": "\n".join(alert_rows),
@@ -128,5 +140,6 @@ def outputs(c: Config, root: Path) -> dict[Path, str]:
     return {
         ALERTS_FILE: render_alerts(c),
         RECORDING_FILE: render_recording(c),
+        DCGM_FILE: render_dcgm(c),
         DOCS_FILE: render_docs(c, docs),
     }

@@ -1,4 +1,9 @@
-"""Go-template fragments for alert annotations (Prometheus's template language)."""
+"""Go-template fragments for alert annotations (Prometheus's template language).
+
+Annotations are written to stay true when read later: Alertmanager sends a resolved alert with
+the annotations of its last firing evaluation, so a description says what held *as of* that
+evaluation ("as of <time>"), never what "is still" so.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,16 @@ class T:
 
     def __init__(self, config: Config) -> None:
         self.c = config
-        self.target = "/".join(f"{{{{ $labels.{label} }}}}" for label in config.target_labels)
-        self._matchers = ",".join(f"{label}=%q" for label in config.target_labels)
-        self._args = " ".join(f"$labels.{label}" for label in config.target_labels)
+        labels = config.join_labels
+        # job/instance, then " in cluster eu1" only where the series carry a cluster label.
+        self.cluster = f"{{{{ with $labels.{config.cluster_label} }}}} in cluster {{{{ . }}}}{{{{ end }}}}"
+        self.target = (
+            "/".join(f"{{{{ $labels.{label} }}}}" for label in config.target_labels) + self.cluster
+        )
+        # A missing label renders as "" (Prometheus templates use missingkey=zero), and
+        # cluster="" matches the series that have no cluster label: one Prometheus per cluster.
+        self._matchers = ",".join(f"{label}=%q" for label in labels)
+        self._args = " ".join(f"$labels.{label}" for label in labels)
 
     def query(self, metric_fmt: str, render: str, missing: str = "unknown") -> str:
         """Query `metric_fmt` (with `{TARGET}` for this alert's target matchers) and render it."""
@@ -20,13 +32,17 @@ class T:
         args = " ".join([self._args] * metric_fmt.count("{TARGET}"))
         return (
             f"{{{{ with printf `{expr}` {args} | query }}}}"
-            f"{{{{ . | first | value | {render} }}}}{{{{ else }}}}{missing}{{{{ end }}}}"
+            f"{{{{ . | first | {render} }}}}{{{{ else }}}}{missing}{{{{ end }}}}"
         )
 
-    def last_ts(self, metric: str, extra: str = "") -> str:
+    def value(self, metric_fmt: str, render: str, missing: str = "unknown") -> str:
+        """The value of the first series `metric_fmt` returns, rendered with `render`."""
+        return self.query(metric_fmt, f"value | {render}", missing)
+
+    def last_ts(self, metric: str, extra: str = "", lookback: str = "") -> str:
         """The last seen value of a timestamp gauge of this target, as a UTC time."""
-        return self.query(
-            f"last_over_time({metric}{{{{TARGET}}{extra}}}[{self.c.window_memory}])",
+        return self.value(
+            f"last_over_time({metric}{{{{TARGET}}{extra}}}[{lookback or self.c.window_memory}])",
             "humanizeTimestamp",
         )
 
@@ -36,6 +52,11 @@ class T:
 
     def window_started_at(self) -> str:
         return self.last_ts("helios_restore_window_start_timestamp_seconds")
+
+    @staticmethod
+    def now() -> str:
+        """The evaluation time, as a UTC time."""
+        return '{{ with query "time()" }}{{ . | first | value | humanizeTimestamp }}{{ end }}'
 
     def scrape_state(self) -> str:
         expr = f"up{{{self._matchers}}}"

@@ -11,6 +11,8 @@ from types import ModuleType
 
 from alerts.config import Config
 from alerts.groups import (
+    dcgm,
+    engine,
     exporter,
     gpu,
     offload,
@@ -21,11 +23,15 @@ from alerts.groups import (
 )
 from alerts.rules import Alert, Record
 
+# The window notices come first: rules of a group are evaluated and sent to Alertmanager in
+# order, so a notice (HeliosRestoreWindowClosed / Forgotten) reaches Alertmanager no later than
+# the resolves it explains, and no notification flush can fall between them.
 ALERT_GROUPS: tuple[ModuleType, ...] = (
+    restore_window,
     restore_deadlines,
     restore_checks,
-    restore_window,
     exporter,
+    engine,
     offload,
     gpu,
 )
@@ -44,3 +50,8 @@ def alert_support_records(c: Config) -> list[Record]:
 def records(c: Config) -> list[Record]:
     """Recording rules for dashboards (alerts/helios-recording.yaml)."""
     return recording.records(c)
+
+
+def optional_dcgm_records(c: Config) -> list[Record]:
+    """The optional dcgm-exporter join (alerts/optional/helios-dcgm-recording.yaml)."""
+    return dcgm.records(c)

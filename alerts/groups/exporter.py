@@ -14,24 +14,22 @@ NAMES = ("HeliosExporterDown", "HeliosEngineSnapshotFailing")
 def alerts(c: Config) -> list[Alert]:
     q, t = Q(c), T(c)
     no_target = f"\nor\nabsent({q.sel('up')})" if c.alert_when_no_target else ""
+    # absent() has no instance label: name the job alone then.
+    sidecar = "{{ $labels.job }}{{ with $labels.instance }}/{{ . }}{{ end }}" + t.cluster
     return [
         Alert(
             name="HeliosExporterDown",
             group=GROUP,
             severity="warning",
             expr=f"{q.sel('up')} == 0{no_target}",
-            summary=(
-                "Prometheus cannot scrape the Helios sidecar "
-                "{{ $labels.job }}{{ with $labels.instance }}/{{ . }}{{ end }}"
-            ),
+            summary=f"Prometheus cannot scrape the Helios sidecar {sidecar}",
             description=(
-                "Prometheus has not scraped the Helios sidecar "
-                "{{ $labels.job }}{{ with $labels.instance }}/{{ . }}{{ end }} for "
+                f"Prometheus has not scraped the Helios sidecar {sidecar} for "
                 f"{c.for_['HeliosExporterDown']}"
                 "{{ if not $labels.instance }} (no target of the job at all){{ end }}. "
                 "Engine, offload and GPU metrics are missing; restore alerts continue from the "
                 f"last values seen for {c.window_memory}. Inhibited while a restore window is "
-                "open, until its restore deadline."
+                "open (as last seen): a planned outage, covered by the restore alerts."
             ),
             meaning="`up == 0`"
             + (" or no `up` series of the job (`absent`)" if c.alert_when_no_target else ""),
@@ -49,7 +47,7 @@ def alerts(c: Config) -> list[Alert]:
             description=(
                 f"The sidecar on {t.target} cannot read a valid /debug/offload/snapshot and no "
                 "restore window is open. Last good snapshot: "
-                + t.query(
+                + t.value(
                     "helios_exporter_source_last_success_timestamp_seconds"
                     '{{TARGET},source="engine_snapshot"}',
                     "humanizeTimestamp",

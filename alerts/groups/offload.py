@@ -8,7 +8,11 @@ from alerts.rules import Alert
 from alerts.templates import T
 
 GROUP = "helios-offload"
-NAMES = ("HeliosOffloadRowPressureWithPageHeadroom", "HeliosOffloadHostTierNoReuse")
+NAMES = (
+    "HeliosOffloadRowPressureWithPageHeadroom",
+    "HeliosOffloadHostTierNoReuse",
+    "HeliosOffloadGeometryInconsistent",
+)
 
 
 def alerts(c: Config) -> list[Alert]:
@@ -41,7 +45,7 @@ def alerts(c: Config) -> list[Alert]:
                 f"{{{{ $value | humanize }}}} row-pressure eviction attempts in the last "
                 f"{c.row_pressure_window} on {t.target} happened while the page slab had at "
                 f"least {c.page_headroom_ratio:.0%} free (page slab now "
-                + t.query(
+                + t.value(
                     'max without (generation) (helios_offload_slab_free{{TARGET},kind="page"}'
                     ' / helios_offload_slab_capacity{{TARGET},kind="page"})',
                     "humanizePercentage",
@@ -68,7 +72,7 @@ def alerts(c: Config) -> list[Alert]:
             summary=f"Host offload tier stores but never restores on {t.target}",
             description=(
                 "{{ $value | humanize }} lookups and "
-                + t.query(
+                + t.value(
                     "sum without (generation) (increase(helios_offload_host_stores_total"
                     f"{{{{TARGET}}}}[{c.host_tier_window}]))",
                     "humanize",
@@ -81,5 +85,20 @@ def alerts(c: Config) -> list[Alert]:
                 f"over {c.host_tier_window}: lookups and host stores increased, "
                 "`helios_offload_host_tokens_restored_total` did not"
             ),
+        ),
+        Alert(
+            name="HeliosOffloadGeometryInconsistent",
+            group=GROUP,
+            severity="warning",
+            expr=f"{q.sel('helios_offload_geometry_consistent')} == 0",
+            summary=f"Offload snapshot byte arithmetic does not hold on {t.target}",
+            description=(
+                f"As of {t.now()}, the offload snapshot of generation "
+                f"{{{{ $labels.generation }}}} on {t.target} failed a geometry rule: row and "
+                "page capacity times record bytes within the budget, resident bytes within the "
+                "budget, lookup hits plus misses not above lookups (/status names the rule). "
+                "Offload figures of this generation are not evidence until it holds again."
+            ),
+            meaning="`helios_offload_geometry_consistent == 0` (per `generation`)",
         ),
     ]

@@ -25,8 +25,22 @@ OFFLOAD_RATES = (
 )
 
 
+# Per-request figures the engine team quotes ("prompt tokens reused per request", ...): offload
+# counter over finished requests. Finished requests come from the count of the engine's
+# end-to-end latency histogram: every engine observes each finished request there exactly once
+# (SGLang, vLLM, the simulator), while a requests counter is engine-specific (absent from the
+# SGLang output in tests/fixtures/real) and offload lookups are not requests (a prompt too short
+# to look up makes none, an engine may look up per chunk).
+PER_REQUEST = ("offload_prompt_tokens_reused", "offload_host_stores", "offload_host_tokens_restored")
+REQUESTS_SOURCE = "helios_engine_native_e2e_request_latency_seconds_count"
+
+
 def rate_name(c: Config, metric: str) -> str:
     return f"helios:{metric}:rate{c.rate_window}"
+
+
+def requests_name(c: Config) -> str:
+    return f"helios:engine_requests_finished:rate{c.rate_window}"
 
 
 def offload(c: Config) -> list[Record]:
@@ -87,7 +101,25 @@ def offload(c: Config) -> list[Record]:
             f"({q.sel(rate_name(c, 'offload_eviction_attempts'), pressure='row')} > 0)",
             "Share of row-pressure eviction attempts made while the page slab had headroom.",
         ),
+        Record(
+            requests_name(c),
+            group,
+            q.rate(REQUESTS_SOURCE),
+            f"Finished requests per second: the rate of `{REQUESTS_SOURCE}` (each finished "
+            "request is observed once in the engine's end-to-end latency histogram), summed "
+            "over generations. The denominator of the per-request rules.",
+        ),
     ]
+    for metric in PER_REQUEST:
+        records.append(
+            Record(
+                f"helios:{metric}:per_request_rate{rw}",
+                group,
+                f"{q.sel(rate_name(c, metric))}\n/ {q.on}\n({q.sel(requests_name(c))} > 0)",
+                f"`helios_{metric}_total` per finished request over {rw} (absent while no "
+                "request finishes).",
+            )
+        )
     return records
 
 

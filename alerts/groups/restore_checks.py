@@ -1,9 +1,14 @@
-"""Post-restore checks: the restored engine against the incumbent, judged when a window closes."""
+"""Post-restore checks: the restored engine against the incumbent, judged when a window closes.
+
+The sidecar keeps the checks of the last closed window exported while a later window is open
+and replaces them only when that window closes (an abort keeps them), so the alert stays until
+the restore it judged is replaced by a verified one.
+"""
 
 from __future__ import annotations
 
 from alerts.config import Config
-from alerts.promql import Q, indent, join
+from alerts.promql import Q, indent
 from alerts.rules import Alert
 from alerts.templates import T
 
@@ -17,12 +22,14 @@ CHECK_MEANINGS = {
         "the retained container did not come back: the restored engine runs in a different "
         "container than the incumbent"
     ),
+    "package": "the restored engine runs a different package than the incumbent",
+    "checkpoint": "the restored engine serves a different checkpoint than the incumbent",
     "fresh_generation": (
         "the restored engine reports the incumbent's monitoring generation, not a fresh one"
     ),
     "drained_admission": (
-        "in-flight requests did not reach 0 with admission closed before the engine went away "
-        "or before the request cutoff"
+        "the incumbent still had requests in flight when it went away or at the request "
+        "cutoff: they were lost"
     ),
     "preflight_direct": "the direct preflight completion against the engine failed",
     "preflight_routed": "the preflight completion through the router failed",
@@ -48,28 +55,29 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosRestoreCheckFailed",
             group=GROUP,
             severity="critical",
-            expr=join(
+            expr=(
                 "(\n"
                 + indent(f"{q.sel('helios_restore_check_ok')} == 0")
                 + "\n)\nor\n(\n"
                 + indent(
                     f"{q.last('helios_restore_check_ok')} == 0\nunless {q.on}\n({q.sel('up')} == 1)"
                 )
-                + "\n)",
-                q.window_open_last(),
-                op=f"unless {q.on}",
+                + "\n)"
             ),
             summary=f"Post-restore check {{{{ $labels.check }}}} failed on {t.target}",
             description=(
-                f"The post-restore check {{{{ $labels.check }}}} failed on {t.target}: "
-                f"{check_text()}. The restore is not accepted until this is understood. "
-                f"While the sidecar cannot be scraped the last seen result (memory {mem}) is "
-                f"used; the alert clears when the next window opens."
+                f"The post-restore check {{{{ $labels.check }}}} of the last closed restore "
+                f"window on {t.target} failed: {check_text()}. The restore is not accepted "
+                "until this is understood. The alert stays until a later window closes with the "
+                "check passing (a verified restore); a window that is only opened or aborted "
+                f"keeps it. While the sidecar cannot be scraped the last seen result (memory "
+                f"{mem}) is used."
             ),
             meaning=(
-                "a `helios_restore_check_ok{check}` is 0: the current value while the sidecar "
-                f"is scraped (`up == 1`), otherwise the last seen value (memory {mem}); never "
-                "while the last seen window state is open"
+                "a `helios_restore_check_ok{check}` of the last closed window is 0: the current "
+                f"value while the sidecar is scraped (`up == 1`), otherwise the last seen value "
+                f"(memory {mem}); also while a later window is open, until it closes with the "
+                "check passing"
             ),
         ),
     ]

@@ -8,27 +8,15 @@ from __future__ import annotations
 
 from alerts.config import Config
 from alerts.promql import Q, join
-from alerts.rules import Alert, Record
+from alerts.rules import Alert
 from alerts.templates import T
 
 GROUP = "helios-restore"
 NAMES = ("HeliosRequestCutoffBreached", "HeliosRestoreBoundAtRisk", "HeliosRestoreBoundBreached")
-INFLIGHT_SUM = "helios:engine_inflight_requests:sum"
-
-
-def records(c: Config) -> list[Record]:
-    """Recording rules these alerts need; they live in the alerts file so it works on its own."""
-    q = Q(c)
-    return [
-        Record(
-            INFLIGHT_SUM,
-            GROUP,
-            f"sum without (generation) ({q.sel('helios_engine_inflight_requests')})",
-            "In-flight requests of the current generation (last good snapshot during a window). "
-            "Summed without `generation` so that last_over_time() follows the newest "
-            "generation instead of remembering a previous incarnation's value.",
-        ),
-    ]
+# The incumbent's in-flight requests as last seen while it was up; 0 once it went away or was
+# replaced, so neither the restored engine's own traffic nor requests that died with a crashed
+# incumbent count (docs/interface.md, restore window).
+INCUMBENT_INFLIGHT = "helios_restore_incumbent_inflight_requests"
 
 
 def alerts(c: Config) -> list[Alert]:
@@ -39,29 +27,33 @@ def alerts(c: Config) -> list[Alert]:
         f"Computed from the last values Prometheus saw (memory {mem}), so it keeps firing while "
         "the sidecar or its host cannot be scraped."
     )
+    window = f"the window opened {t.window_started_at()}"
     return [
         Alert(
             name="HeliosRequestCutoffBreached",
             group=GROUP,
             severity="critical",
             expr=join(
-                f"{q.last(INFLIGHT_SUM)} > 0",
+                f"{q.last(INCUMBENT_INFLIGHT)} > 0",
                 f"{q.deadline_last('request_cutoff')} < time()",
                 q.window_open_last(),
                 op=f"and {q.on}",
             ),
-            summary=f"Requests still in flight after the request cutoff on {target}",
+            summary=f"Incumbent requests in flight after the request cutoff on {target}",
             description=(
-                f"{{{{ $value | humanize }}}} request(s) were in flight (last value seen) on "
-                f"{target} after the request-cutoff deadline {t.deadline_at('request_cutoff')} "
-                f"of the open restore window (restore deadline {t.deadline_at('restore')}). "
-                "Admission must be drained before the outage; requests still running will be "
-                f"cut. {remembered}"
+                f"As of {t.now()}, the incumbent engine on {target} had {{{{ $value | humanize }}}}"
+                f" request(s) in flight (last seen while it was up) after the request-cutoff "
+                f"deadline {t.deadline_at('request_cutoff')} of {window} (restore deadline "
+                f"{t.deadline_at('restore')}). Admission must be drained before the outage: "
+                "requests the incumbent has not finished when it goes away are lost and fail the "
+                f"drained_admission check. The restored engine's traffic never counts. "
+                f"{remembered}"
             ),
             meaning=(
-                f"last seen window state is open, `time()` is past the last seen "
-                f"`request_cutoff` deadline and the last seen in-flight count "
-                f"(`{INFLIGHT_SUM}`) is above 0; memory {mem}"
+                "last seen window state is open, `time()` is past the last seen "
+                f"`request_cutoff` deadline and the incumbent's in-flight count "
+                f"(`{INCUMBENT_INFLIGHT}`, last seen while it was up; 0 once it went away or "
+                f"was replaced) is above 0; memory {mem}"
             ),
         ),
         Alert(
@@ -70,20 +62,21 @@ def alerts(c: Config) -> list[Alert]:
             severity="warning",
             expr=join(
                 f"{q.deadline_last('restore')} - time() <= {c.at_risk_margin.seconds}",
+                f"{q.deadline_last('restore')} > time()",
                 q.window_open_last(),
                 op=f"and {q.on}",
             ),
-            summary=f"Restore deadline of {target} is {c.at_risk_margin} away or less",
+            summary=f"Restore of {target} at risk: its restore deadline is {c.at_risk_margin} away or less",
             description=(
-                f"The restore window on {target} (opened {t.window_started_at()}) is still open "
-                f"and must be closed by {t.deadline_at('restore')}: "
-                f"{{{{ $value | humanizeDuration }}}} left (at-risk margin {c.at_risk_margin}). "
-                f"{remembered}"
+                f"As of {t.now()}, {window} on {target} was open and had to be closed by "
+                f"{t.deadline_at('restore')}: {{{{ $value | humanizeDuration }}}} left (at-risk "
+                f"margin {c.at_risk_margin}). From the deadline on, HeliosRestoreBoundBreached "
+                f"takes over. {remembered}"
             ),
             meaning=(
                 f"last seen window state is open and the last seen `restore` deadline is at "
-                f"most {c.at_risk_margin} ({c.at_risk_margin.seconds} s) away or already past; "
-                f"memory {mem}"
+                f"most {c.at_risk_margin} ({c.at_risk_margin.seconds} s) away and not yet past "
+                f"(then HeliosRestoreBoundBreached); memory {mem}"
             ),
         ),
         Alert(
@@ -95,11 +88,11 @@ def alerts(c: Config) -> list[Alert]:
                 q.window_open_last(),
                 op=f"and {q.on}",
             ),
-            summary=f"Restore bound breached on {target}: the window is still open",
+            summary=f"Restore bound breached on {target}",
             description=(
-                f"The restore deadline {{{{ $value | humanizeTimestamp }}}} of the window "
-                f"opened {t.window_started_at()} on {target} has passed and the window has not "
-                f"closed. Sidecar: {t.scrape_state()}. {remembered}"
+                f"As of {t.now()}, {window} on {target} was still open after its restore "
+                f"deadline {{{{ $value | humanizeTimestamp }}}}. Sidecar: {t.scrape_state()}. "
+                f"{remembered}"
             ),
             meaning=(
                 f"last seen window state is open and `time()` is past the last seen `restore` "

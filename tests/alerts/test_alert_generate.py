@@ -46,7 +46,12 @@ def test_write_into_a_fresh_root(root: Path, tmp_path: Path) -> None:
     )
     result = _run(root, "--root", str(tmp_path))
     assert result.returncode == 0, result.stderr
-    for name in ("alerts/helios-alerts.yaml", "alerts/helios-recording.yaml", "docs/alerts.md"):
+    for name in (
+        "alerts/helios-alerts.yaml",
+        "alerts/helios-recording.yaml",
+        "alerts/optional/helios-dcgm-recording.yaml",
+        "docs/alerts.md",
+    ):
         assert (tmp_path / name).read_bytes() == (root / name).read_bytes(), name
 
 
@@ -56,6 +61,26 @@ def test_selector_is_applied_everywhere(root: Path, generate: Any) -> None:
     text = generate.render_alerts(custom) + generate.render_recording(custom)
     assert 'job="helios-exporter"' not in text
     assert 'up{job="helios", cluster="eu1"} == 0' in text
+
+
+def test_cluster_label_is_configurable(root: Path, generate: Any) -> None:
+    config = generate.load_config(root / "alerts/config.yaml")
+    custom = type(config)(**{**config.__dict__, "cluster_label": "k8s_cluster"})
+    text = generate.render_alerts(custom) + generate.render_recording(custom)
+    assert "on (cluster," not in text
+    assert "on (k8s_cluster, job, instance)" in text
+    assert "{{ with $labels.k8s_cluster }} in cluster {{ . }}{{ end }}" in text
+    assert "k8s_cluster=%q,job=%q,instance=%q" in text
+
+
+def test_cluster_label_must_not_repeat_a_target_label(root: Path, tmp_path: Path) -> None:
+    config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
+    changed = config.replace("cluster_label: cluster", "cluster_label: instance")
+    assert changed != config
+    (tmp_path / "config.yaml").write_text(changed, encoding="utf-8")
+    result = _run(root, "--check", "--config", str(tmp_path / "config.yaml"))
+    assert result.returncode == 2
+    assert "cluster_label: 'instance' is also in target_labels" in result.stderr
 
 
 def test_config_errors_are_reported_together(root: Path, tmp_path: Path) -> None:
