@@ -195,7 +195,8 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     hook = WebhookReceiver().start()
     runs: list[dict[str, Any]] = []
     try:
-        am_config = am_text.replace("__WEBHOOK_PORT__", str(hook.port))
+        am_config = am_text.replace("__WEBHOOK_PORT__", str(hook.port)).replace(
+            "__TEMPLATE_DIR__", str(AM_TEMPLATE.parent))
         timers = route_timers(yaml.safe_load(am_config), labels)
         _, am = stack.alertmanager(am_config)
         ports = [free_port() for _ in range(args.reps)]

@@ -46,7 +46,12 @@ def test_write_into_a_fresh_root(root: Path, tmp_path: Path) -> None:
     )
     result = _run(root, "--root", str(tmp_path))
     assert result.returncode == 0, result.stderr
-    for name in ("alerts/helios-alerts.yaml", "alerts/helios-recording.yaml", "docs/alerts.md"):
+    for name in (
+        "alerts/helios-alerts.yaml",
+        "alerts/helios-recording.yaml",
+        "alerts/optional/helios-dcgm-recording.yaml",
+        "docs/alerts.md",
+    ):
         assert (tmp_path / name).read_bytes() == (root / name).read_bytes(), name
 
 
@@ -56,6 +61,26 @@ def test_selector_is_applied_everywhere(root: Path, generate: Any) -> None:
     text = generate.render_alerts(custom) + generate.render_recording(custom)
     assert 'job="helios-exporter"' not in text
     assert 'up{job="helios", cluster="eu1"} == 0' in text
+
+
+def test_cluster_label_is_configurable(root: Path, generate: Any) -> None:
+    config = generate.load_config(root / "alerts/config.yaml")
+    custom = type(config)(**{**config.__dict__, "cluster_label": "k8s_cluster"})
+    text = generate.render_alerts(custom) + generate.render_recording(custom)
+    assert "on (cluster," not in text
+    assert "on (k8s_cluster, job, instance)" in text
+    assert "{{ with $labels.k8s_cluster }} in cluster {{ . }}{{ end }}" in text
+    assert "k8s_cluster=%q,job=%q,instance=%q" in text
+
+
+def test_cluster_label_must_not_repeat_a_target_label(root: Path, tmp_path: Path) -> None:
+    config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
+    changed = config.replace("cluster_label: cluster", "cluster_label: instance")
+    assert changed != config
+    (tmp_path / "config.yaml").write_text(changed, encoding="utf-8")
+    result = _run(root, "--check", "--config", str(tmp_path / "config.yaml"))
+    assert result.returncode == 2
+    assert "cluster_label: 'instance' is also in target_labels" in result.stderr
 
 
 def test_config_errors_are_reported_together(root: Path, tmp_path: Path) -> None:
@@ -75,7 +100,7 @@ def test_config_errors_are_reported_together(root: Path, tmp_path: Path) -> None
 
 @pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("15m", 900), ("1h30m", 5400)])
 def test_durations(generate: Any, text: str, seconds: int) -> None:
-    reader = generate._Reader({"d": text})
+    reader = generate.Reader({"d": text})
     assert reader.duration("d").seconds == seconds
     assert reader.errors == []
 
@@ -101,3 +126,27 @@ def test_down_grace_matches_the_sidecar_default(root: Path, generate: Any) -> No
     default = SidecarConfig.__dataclass_fields__["down_grace"].default
     assert config.down_grace.seconds == default
     assert config.for_["HeliosEngineSnapshotFailing"].seconds < config.down_grace.seconds
+
+
+def test_each_group_module_builds_the_alerts_it_names(root: Path, generate: Any) -> None:
+    """A group's NAMES (what the config's `for:` must cover) are the alerts it builds, in order."""
+    from alerts.groups import ALERT_GROUPS
+
+    config = generate.load_config(root / "alerts/config.yaml")
+    for group in ALERT_GROUPS:
+        assert [a.name for a in group.alerts(config)] == list(group.NAMES), group.__name__
+    assert len(set(generate.ALERT_NAMES)) == len(generate.ALERT_NAMES)
+
+
+def test_restore_bound_comes_from_the_sidecar(generate: Any) -> None:
+    """window_memory is checked against the sidecar's own default bound, not a second literal."""
+    from alerts.config import DEFAULT_RESTORE_BOUND_S
+    from exporter.config import Config as SidecarConfig
+
+    assert SidecarConfig.__dataclass_fields__["restore_bound"].default == DEFAULT_RESTORE_BOUND_S
+
+
+def test_generator_modules_stay_small(root: Path) -> None:
+    for path in sorted((root / "alerts").rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").count("\n")
+        assert lines <= 400, f"{path.relative_to(root)}: {lines} lines"

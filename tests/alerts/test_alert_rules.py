@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-# docs/interface.md section 5: fixed names and severities.
+# The interface's fixed alert names and severities (docs/interface.md).
 CONTRACT_ALERTS = {
     "HeliosRequestCutoffBreached": "critical",
     "HeliosRestoreBoundAtRisk": "warning",
@@ -23,9 +23,16 @@ CONTRACT_ALERTS = {
     "HeliosOffloadHostTierNoReuse": "info",
     "HeliosGpuLost": "critical",
     "HeliosGpuPowerAtLimit": "warning",
+    "HeliosEnginePinMismatch": "critical",
+    "HeliosEngineRestartedOutsideWindow": "warning",
+    "HeliosOffloadGeometryInconsistent": "warning",
 }
-# Extra alerts beyond docs/interface.md section 5, each with a reason in docs/alerts.md.
-EXTRA_ALERTS = {"HeliosRestoreWindowOpen": "info"}
+# Extra alerts beyond the interface, each with a reason in docs/alerts.md.
+EXTRA_ALERTS = {
+    "HeliosRestoreWindowOpen": "info",
+    "HeliosRestoreWindowClosed": "info",
+    "HeliosRestoreWindowForgotten": "info",
+}
 
 RESTORE_ALERTS = (
     "HeliosRequestCutoffBreached",
@@ -33,15 +40,24 @@ RESTORE_ALERTS = (
     "HeliosRestoreBoundBreached",
     "HeliosRestoreCheckFailed",
     "HeliosRestoreWindowOpen",
+    "HeliosRestoreWindowForgotten",
 )
-# docs/interface.md section 5: the only inputs of the restore alerts.
+# The interface's only inputs of the restore alerts: what the sidecar exported while a window
+# was open, so they work from Prometheus's memory when the sidecar or its host is gone.
 RESTORE_INPUTS = {
     "helios_restore_window_open",
     "helios_restore_window_start_timestamp_seconds",
     "helios_restore_deadline_timestamp_seconds",
-    "helios_engine_inflight_requests",
+    "helios_restore_incumbent_inflight_requests",
     "helios_restore_check_ok",
     "up",
+}
+# HeliosRestoreWindowClosed also reads what the sidecar exports about the window it closed.
+CLOSED_NOTICE_INPUTS = RESTORE_INPUTS | {
+    "helios_restore_last_window_start_timestamp_seconds",
+    "helios_restore_last_window_end_timestamp_seconds",
+    "helios_restore_last_window_outcome",
+    "helios_restore_last_window_lost_requests",
 }
 SELECTOR_RE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
 
@@ -62,7 +78,7 @@ def alert_rules(root: Path) -> dict[str, dict[str, Any]]:
 
 
 def test_promtool_check_rules(root: Path, promtool: str) -> None:
-    for name in ("helios-alerts.yaml", "helios-recording.yaml"):
+    for name in ("helios-alerts.yaml", "helios-recording.yaml", "optional/helios-dcgm-recording.yaml"):
         result = subprocess.run(
             [promtool, "check", "rules", str(root / "alerts" / name)],
             check=False,
@@ -138,18 +154,43 @@ def test_restore_alerts_only_read_the_contract_inputs(root: Path) -> None:
     for name, expr in recorded.items():
         if set(SELECTOR_RE.findall(expr)) <= RESTORE_INPUTS:
             allowed.add(name)
+    closed_allowed = allowed | CLOSED_NOTICE_INPUTS
     for rule in rules:
-        if rule.get("alert") not in RESTORE_ALERTS:
+        name = rule.get("alert")
+        if name not in (*RESTORE_ALERTS, "HeliosRestoreWindowClosed"):
             continue
         # PromQL in annotations sits in `...` raw strings passed to the query function.
         queries = [q for a in rule["annotations"].values() for q in re.findall(r"`([^`]*)`", a)]
         texts = [rule["expr"], *queries]
         used = {m for text in texts for m in SELECTOR_RE.findall(text)}
-        assert used, rule["alert"]
-        assert used <= allowed, f"{rule['alert']} reads {sorted(used - allowed)}"
+        assert used, name
+        ok = closed_allowed if name == "HeliosRestoreWindowClosed" else allowed
+        assert used <= ok, f"{name} reads {sorted(used - ok)}"
         # Every remembered input goes through last_over_time, never a bare instant vector
         # alone: the restore-window inputs are absent while the sidecar is down.
-        assert "last_over_time(" in rule["expr"], rule["alert"]
+        assert "last_over_time(" in rule["expr"], name
+
+
+def test_cutoff_alert_never_reads_the_current_engines_inflight(
+    alert_rules: dict[str, dict[str, Any]],
+) -> None:
+    """The restored engine's own traffic and a crashed incumbent's dead requests never page."""
+    expr = alert_rules["HeliosRequestCutoffBreached"]["expr"]
+    assert "helios_restore_incumbent_inflight_requests" in expr
+    assert "helios_engine_inflight_requests" not in expr
+
+
+def test_every_join_is_also_on_the_cluster_label(root: Path, generate: Any) -> None:
+    config = generate.load_config(root / "alerts/config.yaml")
+    on = f"on ({', '.join(config.join_labels)})"
+    assert config.join_labels[0] == "cluster"
+    for path in ("alerts/helios-alerts.yaml", "alerts/helios-recording.yaml"):
+        text = (root / path).read_text(encoding="utf-8")
+        joins = re.findall(r"\b(?:on|ignoring) \([^)]*\)", text)
+        assert joins, path
+        for join in joins:
+            # `ignoring (label)` keeps every other label, the cluster included.
+            assert join == on or join.startswith("ignoring"), f"{path}: {join}"
 
 
 def test_alerts_file_works_without_the_recording_file(root: Path, alert_rules: Any) -> None:
@@ -162,7 +203,11 @@ def test_alerts_file_works_without_the_recording_file(root: Path, alert_rules: A
 
 
 def test_recording_rule_names_follow_level_metric_operation(root: Path) -> None:
-    for path in ("alerts/helios-recording.yaml", "alerts/helios-alerts.yaml"):
+    for path in (
+        "alerts/helios-recording.yaml",
+        "alerts/helios-alerts.yaml",
+        "alerts/optional/helios-dcgm-recording.yaml",
+    ):
         for rule in _rules(root / path):
             if "record" in rule:
                 assert re.fullmatch(r"helios:[a-z0-9_]+:[a-z0-9_]+", rule["record"]), rule
@@ -188,3 +233,24 @@ def test_naive_instant_vector_rules_fail_the_host_down_test(
     )
     assert result.returncode != 0
     assert "host or sidecar down in the middle of a window" in result.stdout + result.stderr
+
+
+def test_the_dcgm_group_is_shipped_but_not_loaded_by_default(root: Path) -> None:
+    """Optional: outside alerts/*.yaml, so neither the PrometheusRule nor the e2e setups load it."""
+    optional = _load(root / "alerts/optional/helios-dcgm-recording.yaml")
+    assert [g["name"] for g in optional["groups"]] == ["helios-dcgm.rules"]
+    packed = (root / "deploy/kubernetes/prometheusrule.yaml").read_text(encoding="utf-8")
+    assert "helios-dcgm.rules" not in packed
+    assert "DCGM_FI_DEV" not in packed
+
+
+def test_notices_are_evaluated_before_the_pages_they_explain(root: Path) -> None:
+    """Rules are sent to Alertmanager in group order: a notice first, so no flush separates a
+    resolve from the notice that says how it resolved."""
+    (restore,) = [g for g in _load(root / "alerts/helios-alerts.yaml")["groups"]
+                  if g["name"] == "helios-restore"]
+    order = [r.get("alert") for r in restore["rules"]]
+    for notice in ("HeliosRestoreWindowClosed", "HeliosRestoreWindowForgotten"):
+        for page in ("HeliosRequestCutoffBreached", "HeliosRestoreBoundBreached",
+                     "HeliosRestoreCheckFailed"):
+            assert order.index(notice) < order.index(page), (notice, page)

@@ -4,16 +4,26 @@ alerts/helios-recording.yaml; 1 s scrape and evaluation) -> a real Alertmanager 
 deploy/alertmanager/alertmanager-test.yml -> a webhook receiver in this process.
 
 Both cases run at once (one module fixture), as two engine + sidecar pairs scraped by the same
-Prometheus as two targets; alerts are grouped by `alertname, job, instance`, so each case only
-looks at its own `instance`:
+Prometheus as two targets; restore pages are grouped per target (`cluster, job, instance`),
+other alerts by `alertname, cluster, job, instance`, so each case only looks at its own
+`instance`:
 
 - late: 2 requests stay in flight through the drain (`--outage-stuck-requests 2`), the request
   cutoff is 1 s and the restore bound 4 s, the engine comes back about 13 s after the drain:
   `HeliosRequestCutoffBreached` and `HeliosRestoreBoundBreached` page, then resolve once the
-  window closes (and `HeliosRestoreCheckFailed{check="drained_admission"}` pages).
+  window closes, in the same notification as the notice `HeliosRestoreWindowClosed{outcome=
+  "late"}` and `HeliosRestoreCheckFailed{check="drained_admission"}`; the text rendered by
+  deploy/alertmanager/helios.tmpl says the window closed late.
 - in time: a clean drain, restored about 6 s after the drain with a 1200 s restore bound
   (over the 15 min at-risk margin, see below): only the info alert `HeliosRestoreWindowOpen`
-  reaches the webhook (`helios-null`), none of the restore alerts.
+  reaches the webhook (`helios-null`), none of the restore alerts and no notice.
+
+Sidecar metrics these assertions need (the sidecar side of the interface's restore semantics):
+the cutoff page reads `helios_restore_incumbent_inflight_requests`; the late-close notice reads
+`helios_restore_last_window_end_timestamp_seconds`, `helios_restore_last_window_start_timestamp_
+seconds` and `helios_restore_last_window_outcome`. A sidecar without them fails
+`test_breached_bounds_page_and_resolve_after_the_restore` at the cutoff page (the first) or at
+the notice.
 
 Why the in-time case has a 1200 s bound: `HeliosRestoreBoundAtRisk` fires while the restore
 deadline is at most 15 min away, which any compressed bound under 900 s is from the moment the
@@ -28,6 +38,7 @@ an explicit endsAt, and a resolved one with endsAt = the resolution time.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,7 +55,8 @@ pytestmark = pytest.mark.e2e
 
 JOB = "helios-exporter"
 RULE_FILES = [ROOT / "alerts" / "helios-alerts.yaml", ROOT / "alerts" / "helios-recording.yaml"]
-AM_TEMPLATE = ROOT / "deploy" / "alertmanager" / "alertmanager-test.yml"
+AM_DIR = ROOT / "deploy" / "alertmanager"
+AM_TEMPLATE = AM_DIR / "alertmanager-test.yml"
 RESTORE_ALERTS = ("HeliosRequestCutoffBreached", "HeliosRestoreBoundBreached",
                   "HeliosRestoreBoundAtRisk", "HeliosRestoreCheckFailed")
 
@@ -95,7 +107,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     hook = WebhookReceiver().start()
     try:
         _, am = stack.alertmanager(
-            AM_TEMPLATE.read_text().replace("__WEBHOOK_PORT__", str(hook.port)))
+            AM_TEMPLATE.read_text().replace("__WEBHOOK_PORT__", str(hook.port))
+            .replace("__TEMPLATE_DIR__", str(AM_DIR)))
         ports = {"late": free_port(), "in_time": free_port()}
         _, prom = stack.prometheus([f"127.0.0.1:{p}" for p in ports.values()],
                                    rule_files=RULE_FILES,
@@ -145,11 +158,13 @@ def assert_page(d: Delivery, alertname: str, instance: str, status: str) -> None
     body = d.post.body
     assert d.post.receiver == "helios-page"
     assert body["version"] == "4"
-    assert body["status"] == status
     assert body["receiver"] == "helios-page"
-    assert body["groupLabels"] == {"alertname": alertname, "job": JOB, "instance": instance}
-    assert {k: body["commonLabels"].get(k) for k in ("alertname", "severity", "job", "instance")} \
-        == {"alertname": alertname, "severity": "critical", "job": JOB, "instance": instance}
+    # One restore incident per target: the group holds the target's restore pages and notices,
+    # so the notification's own status is "firing" while any of them still fires.
+    assert body["groupLabels"] == {"job": JOB, "instance": instance}
+    assert {k: body["commonLabels"].get(k) for k in ("job", "instance")} \
+        == {"job": JOB, "instance": instance}
+    assert d.status == status
     assert d.labels["severity"] == "critical"
     assert d.labels["alertname"] == alertname
     assert d.labels["job"] == JOB
@@ -173,14 +188,15 @@ def test_breached_bounds_page_and_resolve_after_the_restore(run: Run) -> None:
         assert_page(d, name, t.instance, "firing")
         assert d.received_at >= deadline - 0.5, f"{name} paged before its deadline"
         fired[name] = d
-    assert fired["HeliosRequestCutoffBreached"].alert["annotations"]["description"] \
-        .startswith("2 request(s) were in flight")
+    assert f"the incumbent engine on {JOB}/{t.instance} had 2 request(s) in flight" \
+        in fired["HeliosRequestCutoffBreached"].alert["annotations"]["description"]
 
     st = wait_for(lambda: (s := status(t.url))["restore"]["last_window"] and s, 40,
                   "late: window closed", t.sidecar, interval=0.1)
     last = st["restore"]["last_window"]
     assert last["outcome"] == "late"
     assert st["restore"]["checks"]["drained_admission"] is False
+    assert last["lost_requests"] == 2  # the two stuck requests died with the incumbent
     # Both pages fired while the window was still open, well before the restore.
     for name, d in fired.items():
         assert d.received_at < last["end"], f"{name} only arrived after the window closed"
@@ -188,16 +204,43 @@ def test_breached_bounds_page_and_resolve_after_the_restore(run: Run) -> None:
     for name in fired:
         d = wait_delivery(hook, name, t.instance, "resolved", 20)
         assert_page(d, name, t.instance, "resolved")
+        assert hook.deliveries(name, status="firing", instance=t.instance)[-1].received_at \
+            < d.received_at
+        if name == "HeliosRequestCutoffBreached":
+            # The incumbent crashed with its stuck requests in flight: from then on nothing is
+            # still running to be cut (the gauge reads 0), so the page resolves while the window
+            # is still open, and the lost requests fail drained_admission at close (below).
+            assert d.received_at < last["end"] + 10
+            continue
         assert d.received_at >= last["end"], f"{name} resolved before the window closed"
         # group_interval is 1 s: resolution follows within a few seconds, not resolve_timeout.
         assert d.received_at - last["end"] < 10, f"{name} resolved slowly"
-        assert hook.deliveries(name, status="firing", instance=t.instance)[-1].received_at \
-            < d.received_at
     # The stuck requests also fail the drained_admission check once the window has closed.
     d = wait_delivery(hook, "HeliosRestoreCheckFailed", t.instance, "firing", 20)
     assert_page(d, "HeliosRestoreCheckFailed", t.instance, "firing")
     assert d.labels["check"] == "drained_admission"
     assert d.received_at >= last["end"]
+
+    # How they resolved: the notice fires in the same group, and the rendered text says it.
+    notice = wait_delivery(hook, "HeliosRestoreWindowClosed", t.instance, "firing", 20)
+    assert notice.post.receiver == "helios-page"
+    assert notice.labels["outcome"] == "late"
+    assert notice.labels["severity"] == "info"
+    bound_resolved = hook.deliveries("HeliosRestoreBoundBreached", status="resolved",
+                                     instance=t.instance)[0]
+    assert notice.post is bound_resolved.post, "the resolve arrived without its notice"
+
+    def resolve_texts() -> list[str]:
+        return [p.body["attachments"][0]["text"] for p in hook.posts()
+                if p.path == "/helios-page/text"
+                and re.search(r"RESOLVED at [^\n]*: HeliosRestoreBoundBreached\.",
+                              p.body["attachments"][0]["text"])
+                and f"{JOB}/{t.instance}" in p.body["attachments"][0]["title"]]
+
+    text = hook.wait_for(resolve_texts, 20, "the rendered resolve text")[0]
+    assert re.search(r"HeliosRestoreBoundBreached\.\nRestore window on "
+                     rf"{re.escape(JOB)}/{re.escape(t.instance)} closed late at ", text), text
+    assert "still open" not in text.split("RESOLVED at", 1)[1].split("\n\n")[0]
 
 
 def test_restore_in_time_raises_no_restore_alert(run: Run) -> None:

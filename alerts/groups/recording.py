@@ -1,0 +1,208 @@
+"""Recording rules for dashboards (alerts/helios-recording.yaml), one function per rule group.
+
+All drop `generation` so that dashboard series continue across a restore.
+"""
+
+from __future__ import annotations
+
+from alerts.config import Config
+from alerts.promql import Q, indent, join, ratio
+from alerts.rules import Record
+
+# (counter without _total, what the labels mean) of the per-second offload rates.
+OFFLOAD_RATES = (
+    ("offload_lookups", ""),
+    ("offload_lookup_hits", ""),
+    ("offload_lookup_misses", " per `reason`"),
+    ("offload_eviction_attempts", " per `pressure` (row, page)"),
+    ("offload_eviction_outcomes", " per `pressure` and `outcome`"),
+    ("offload_row_pressure_with_page_headroom", ""),
+    ("offload_retired_leaves", " per `kind`"),
+    ("offload_ancestor_compactions", ""),
+    ("offload_host_stores", ""),
+    ("offload_host_tokens_restored", ""),
+    ("offload_prompt_tokens_reused", ""),
+)
+
+
+# Per-request figures the engine team quotes ("prompt tokens reused per request", ...): offload
+# counter over finished requests. Finished requests come from the count of the engine's
+# end-to-end latency histogram: every engine observes each finished request there exactly once
+# (SGLang, vLLM, the simulator), while a requests counter is engine-specific (absent from the
+# SGLang output in tests/fixtures/real) and offload lookups are not requests (a prompt too short
+# to look up makes none, an engine may look up per chunk).
+PER_REQUEST = ("offload_prompt_tokens_reused", "offload_host_stores", "offload_host_tokens_restored")
+REQUESTS_SOURCE = "helios_engine_native_e2e_request_latency_seconds_count"
+
+
+def rate_name(c: Config, metric: str) -> str:
+    return f"helios:{metric}:rate{c.rate_window}"
+
+
+def requests_name(c: Config) -> str:
+    return f"helios:engine_requests_finished:rate{c.rate_window}"
+
+
+def offload(c: Config) -> list[Record]:
+    q = Q(c)
+    rw = str(c.rate_window)
+    group = "helios-offload.rules"
+    records = [
+        Record(
+            "helios:offload_slab_free:ratio",
+            group,
+            "max without (generation) (\n"
+            + indent(ratio(q.sel("helios_offload_slab_free"), q.sel("helios_offload_slab_capacity")))
+            + "\n)",
+            "Free records / capacity per slab `kind` (row, page), 0-1.",
+        ),
+        Record(
+            "helios:offload_budget_used:ratio",
+            group,
+            "max without (generation) (\n"
+            + indent(
+                ratio(q.sel("helios_offload_resident_bytes"), q.sel("helios_offload_budget_bytes"))
+            )
+            + "\n)",
+            "Resident bytes / host offload budget, 0-1.",
+        ),
+    ]
+    for metric, extra in OFFLOAD_RATES:
+        records.append(
+            Record(
+                rate_name(c, metric),
+                group,
+                q.rate(f"helios_{metric}_total"),
+                f"Per-second rate of `helios_{metric}_total`{extra}, summed over generations.",
+            )
+        )
+    records += [
+        Record(
+            f"helios:offload_lookup_hit:ratio_rate{rw}",
+            group,
+            ratio(
+                q.sel(rate_name(c, "offload_lookup_hits")), q.sel(rate_name(c, "offload_lookups"))
+            ),
+            "Lookup hit ratio, 0-1 (absent while there are no lookups).",
+        ),
+        Record(
+            f"helios:offload_eviction_evicted:ratio_rate{rw}",
+            group,
+            f"{q.sel(rate_name(c, 'offload_eviction_outcomes'), outcome='evicted')}\n"
+            "/ ignoring (outcome)\n"
+            f"({q.sel(rate_name(c, 'offload_eviction_attempts'))} > 0)",
+            "Share of eviction attempts that evicted something, per `pressure`.",
+        ),
+        Record(
+            f"helios:offload_row_pressure_with_page_headroom:ratio_rate{rw}",
+            group,
+            f"{q.sel(rate_name(c, 'offload_row_pressure_with_page_headroom'))}\n"
+            "/ ignoring (pressure)\n"
+            f"({q.sel(rate_name(c, 'offload_eviction_attempts'), pressure='row')} > 0)",
+            "Share of row-pressure eviction attempts made while the page slab had headroom.",
+        ),
+        Record(
+            requests_name(c),
+            group,
+            q.rate(REQUESTS_SOURCE),
+            f"Finished requests per second: the rate of `{REQUESTS_SOURCE}` (each finished "
+            "request is observed once in the engine's end-to-end latency histogram), summed "
+            "over generations. The denominator of the per-request rules.",
+        ),
+    ]
+    for metric in PER_REQUEST:
+        records.append(
+            Record(
+                f"helios:{metric}:per_request_rate{rw}",
+                group,
+                f"{q.sel(rate_name(c, metric))}\n/ {q.on}\n({q.sel(requests_name(c))} > 0)",
+                f"`helios_{metric}_total` per finished request over {rw} (absent while no "
+                "request finishes).",
+            )
+        )
+    return records
+
+
+def restore(c: Config) -> list[Record]:
+    q = Q(c)
+    group = "helios-restore.rules"
+    window_open = q.window_open_last()
+    return [
+        Record(
+            "helios:restore_window_open:last_seen",
+            group,
+            q.last("helios_restore_window_open"),
+            f"Last seen window state (0/1), remembered for {c.window_memory} after the sidecar "
+            "stops answering.",
+        ),
+        Record(
+            "helios:restore_deadline_time_left:seconds",
+            group,
+            join(
+                f"{q.last('helios_restore_deadline_timestamp_seconds')} - time()",
+                window_open,
+                op=f"and {q.on}",
+            ),
+            "Seconds left before each deadline (`bound`: request_cutoff, restore) of the open "
+            "window; negative once passed. From last seen values.",
+        ),
+        Record(
+            "helios:restore_window_elapsed:seconds",
+            group,
+            join(
+                f"time() - {q.last('helios_restore_window_start_timestamp_seconds')}",
+                window_open,
+                op=f"and {q.on}",
+            ),
+            "Seconds since the open window started. From last seen values.",
+        ),
+    ]
+
+
+def gpu(c: Config) -> list[Record]:
+    q = Q(c)
+    rw = str(c.rate_window)
+    group = "helios-gpu.rules"
+    return [
+        Record(
+            "helios:gpu_power_limit:ratio",
+            group,
+            ratio(q.sel("helios_gpu_power_watts"), q.sel("helios_gpu_power_limit_watts")),
+            "Power draw / enforced power limit per GPU, 0-1.",
+        ),
+        Record(
+            "helios:gpu_memory_used:ratio",
+            group,
+            ratio(q.sel("helios_gpu_memory_used_bytes"), q.sel("helios_gpu_memory_total_bytes")),
+            "GPU memory used / total per GPU, 0-1.",
+        ),
+        Record(
+            f"helios:gpu_energy_joules:rate{rw}",
+            group,
+            f"rate({q.sel('helios_gpu_energy_joules_total')}[{rw}])",
+            "Average power from the energy counter, watts per GPU.",
+        ),
+    ]
+
+
+def exporter(c: Config) -> list[Record]:
+    q = Q(c)
+    group = "helios-exporter.rules"
+    return [
+        Record(
+            f"helios:exporter_source_errors:rate{c.rate_window}",
+            group,
+            q.rate("helios_exporter_source_errors_total", without="reason"),
+            "Source errors per second per `source`, summed over `reason`.",
+        ),
+        Record(
+            "helios:exporter_source_staleness:seconds",
+            group,
+            f"time() - {q.sel('helios_exporter_source_last_success_timestamp_seconds')}",
+            "Seconds since each source last succeeded.",
+        ),
+    ]
+
+
+def records(c: Config) -> list[Record]:
+    return offload(c) + restore(c) + gpu(c) + exporter(c)

@@ -1,0 +1,172 @@
+"""The restore window's own lifecycle as info alerts: open, closed, forgotten.
+
+`HeliosRestoreWindowOpen` is the inhibition source for HeliosExporterDown. The two notices say
+how a restore page resolved. Alertmanager sends a resolved alert with the annotations of its last
+firing evaluation, which cannot know how it resolved; so the evidence travels as another alert in
+the same notification group (deploy/alertmanager groups a target's restore alerts together):
+
+- `HeliosRestoreWindowClosed{outcome}` fires for `restore.outcome_notice` after a window closed
+  (or was aborted), but only when that close ended or accompanied a restore page: the window was
+  open past its restore deadline, or past its request cutoff with incumbent requests in flight,
+  or a post-restore check was failing. A clean restore raises no notice, so the page receiver is
+  never notified of good news alone.
+- `HeliosRestoreWindowForgotten` fires for `restore.outcome_notice` once Prometheus's memory of a
+  window it last saw open past its restore deadline runs out: the breach pages resolved because
+  nothing was scraped for `window_memory`, not because the window closed.
+"""
+
+from __future__ import annotations
+
+from alerts.config import Config
+from alerts.groups.restore_deadlines import INCUMBENT_INFLIGHT
+from alerts.promql import Q, chain, duration, join
+from alerts.rules import Alert
+from alerts.templates import T
+
+GROUP = "helios-restore"
+NAMES = ("HeliosRestoreWindowOpen", "HeliosRestoreWindowClosed", "HeliosRestoreWindowForgotten")
+
+END = "helios_restore_last_window_end_timestamp_seconds"
+OUTCOME_PHRASES = {
+    "in_time": "closed in time",
+    "late": "closed late",
+    "aborted": "was aborted",
+    "unobserved": "was restored while the sidecar was down (outcome unobserved), found",
+}
+
+
+def outcome_phrase() -> str:
+    return (
+        "".join(
+            f'{{{{ {"if" if i == 0 else "else if"} eq $labels.outcome "{o}" }}}}{phrase}'
+            for i, (o, phrase) in enumerate(OUTCOME_PHRASES.items())
+        )
+        + "{{ else }}closed ({{ $labels.outcome }}){{ end }}"
+    )
+
+
+def paged_at_close(c: Config) -> str:
+    """Targets whose last close ended or accompanied a restore page (see the module docstring)."""
+    q = Q(c)
+    notice = str(c.outcome_notice)
+    end = q.last(END, notice)
+    past_restore = f"{end}\n> {q.on}\n{q.last('helios_restore_deadline_timestamp_seconds', bound='restore')}"
+    past_cutoff = join(
+        f"{end}\n> {q.on}\n"
+        + q.last("helios_restore_deadline_timestamp_seconds", bound="request_cutoff"),
+        f"{q.last(INCUMBENT_INFLIGHT)} > 0",
+        op=f"and {q.on}",
+    )
+    # The remembered deadlines and in-flight count belong to this window only if Prometheus saw
+    # this window open: its remembered start is the closed window's start.
+    seen_open = (
+        f"{q.last('helios_restore_last_window_start_timestamp_seconds', notice)}\n== {q.on}\n"
+        + q.last("helios_restore_window_start_timestamp_seconds")
+    )
+    check_failing = f"min_over_time({q.sel('helios_restore_check_ok')}[{notice}]) == 0"
+    return chain(
+        chain(join(past_restore, past_cutoff, op="or"), (f"and {q.on}", seen_open)),
+        ("or", check_failing),
+    )
+
+
+def alerts(c: Config) -> list[Alert]:
+    q, t = Q(c), T(c)
+    mem = str(c.window_memory)
+    notice = str(c.outcome_notice)
+    forget = duration(c.window_memory.seconds + c.outcome_notice.seconds)
+    return [
+        Alert(
+            name="HeliosRestoreWindowOpen",
+            group=GROUP,
+            severity="info",
+            expr=join(
+                q.last("helios_restore_window_start_timestamp_seconds"),
+                q.window_open_last(),
+                op=f"and {q.on}",
+            ),
+            summary=f"Restore window open on {t.target} (planned outage)",
+            description=(
+                f"A restore window was open on {t.target} as of {t.now()}, since "
+                f"{{{{ $value | humanizeTimestamp }}}}: request cutoff "
+                f"{t.deadline_at('request_cutoff')}, restore deadline {t.deadline_at('restore')}. "
+                "Not routed; inhibits HeliosExporterDown for this target while the window is "
+                f"open (as last seen, memory {mem})."
+            ),
+            meaning=(
+                "last seen window state is open (value: window start), also past its deadlines; "
+                f"memory {mem}. Extra to the interface: the inhibition source for "
+                "HeliosExporterDown"
+            ),
+        ),
+        Alert(
+            name="HeliosRestoreWindowClosed",
+            group=GROUP,
+            severity="info",
+            expr=chain(
+                f"{q.last(END, notice)} > time() - {c.outcome_notice.seconds}",
+                (
+                    f"* {q.on} group_left (outcome)",
+                    f"{q.last('helios_restore_last_window_outcome', notice)} == 1",
+                ),
+                (f"and {q.on}", paged_at_close(c)),
+            ),
+            summary=(
+                f"Restore window on {t.target} {outcome_phrase()} at "
+                "{{ $value | humanizeTimestamp }}"
+            ),
+            description=(
+                "The restore window on "
+                f"{t.target} opened "
+                + t.last_ts("helios_restore_last_window_start_timestamp_seconds", lookback=notice)
+                + f" {outcome_phrase()} at {{{{ $value | humanizeTimestamp }}}}. Requests of the "
+                "incumbent lost at the cutoff or when it went away: "
+                + t.value(
+                    f"last_over_time(helios_restore_last_window_lost_requests{{{{TARGET}}}}[{notice}])",
+                    "humanize",
+                )
+                + ". Restore pages of this target that resolved together with this notice "
+                f"resolved because this window ended. The notice lasts {notice}."
+            ),
+            meaning=(
+                f"for {notice} after a window closed or was aborted (label `outcome`, value: its "
+                "end), when that close ended or accompanied a restore page: the window was seen "
+                "open past its restore deadline, or past its request cutoff with incumbent "
+                "requests in flight, or a post-restore check was failing. Extra to the interface: "
+                "says how the restore pages resolved"
+            ),
+        ),
+        Alert(
+            name="HeliosRestoreWindowForgotten",
+            group=GROUP,
+            severity="info",
+            expr=chain(
+                q.last("helios_restore_window_start_timestamp_seconds", forget),
+                (f"and {q.on}", f"{q.last('helios_restore_window_open', forget)} == 1"),
+                (f"unless {q.on}", q.last("helios_restore_window_open")),
+                (
+                    f"and {q.on}",
+                    f"{q.last('helios_restore_deadline_timestamp_seconds', forget, bound='restore')}"
+                    " < time()",
+                ),
+            ),
+            summary=f"Prometheus no longer remembers the open restore window on {t.target}",
+            description=(
+                f"Prometheus's last scrape of the sidecar on {t.target} is more than {mem} "
+                "(window_memory) old and showed the window opened "
+                "{{ $value | humanizeTimestamp }} still open past its restore deadline "
+                + t.last_ts(
+                    "helios_restore_deadline_timestamp_seconds", ',bound="restore"', lookback=forget
+                )
+                + ". The memory ran out while the sidecar was unreachable, so the restore pages "
+                "of this target resolved without the window closing: whether and when the "
+                f"restore finished is unknown until the sidecar answers. Sidecar: "
+                f"{t.scrape_state()}. The notice lasts {notice}."
+            ),
+            meaning=(
+                f"for {notice} after the last scrape of a window that was open past its restore "
+                f"deadline became older than `window_memory` ({mem}): the breach pages resolved "
+                "from lack of data. Extra to the interface: says how the restore pages resolved"
+            ),
+        ),
+    ]

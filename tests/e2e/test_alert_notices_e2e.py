@@ -1,0 +1,145 @@
+"""A resolve and the notice that says how it resolved, through the real chain: a real
+Prometheus evaluating the SHIPPED alerts/helios-alerts.yaml (1 s scrape and evaluation), a real
+Alertmanager with deploy/alertmanager/alertmanager-test.yml and helios.tmpl, a webhook here.
+
+The scraped target is a scripted exposition of the sidecar's restore series (the interface's
+names, synthetic values, like the promtool tests' input series), so this test does not depend on
+a sidecar build: first a window open past both deadlines with 2 incumbent requests in flight,
+then the same window closed late with `drained_admission` failed. It proves what promtool
+cannot: that Prometheus sends the notice no later than the resolves it explains (rule order), so
+Alertmanager delivers them in one notification, and that helios.tmpl renders it truthfully.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from tests.e2e.procs import ROOT, Stack
+from tests.e2e.webhook import WebhookReceiver
+
+pytestmark = pytest.mark.e2e
+
+JOB = "helios-exporter"
+AM_DIR = ROOT / "deploy" / "alertmanager"
+PAGES = ("HeliosRequestCutoffBreached", "HeliosRestoreBoundBreached")
+
+
+class Exposition:
+    """Serves whatever text it holds at /metrics (changed by the test between phases)."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.start = 0.0  # the scripted window's start
+        exposition = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = exposition.text.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Exposition:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def window_open(start: float) -> str:
+    return (f"helios_restore_window_open 1\n"
+            f"helios_restore_window_start_timestamp_seconds {start}\n"
+            f'helios_restore_deadline_timestamp_seconds{{bound="request_cutoff"}} {start + 60}\n'
+            f'helios_restore_deadline_timestamp_seconds{{bound="restore"}} {start + 80}\n'
+            "helios_restore_incumbent_inflight_requests 2\n")
+
+
+def window_closed_late(start: float, end: float) -> str:
+    outcomes = "".join(f'helios_restore_last_window_outcome{{outcome="{o}"}} {int(o == "late")}\n'
+                       for o in ("in_time", "late", "aborted", "unobserved"))
+    return ("helios_restore_window_open 0\n"
+            f"helios_restore_last_window_start_timestamp_seconds {start}\n"
+            f"helios_restore_last_window_end_timestamp_seconds {end}\n"
+            f"{outcomes}"
+            "helios_restore_last_window_lost_requests 2\n"
+            'helios_restore_check_ok{check="drained_admission"} 0\n'
+            'helios_restore_check_ok{check="container"} 1\n')
+
+
+@pytest.fixture
+def chain(tmp_path: Any) -> Iterator[tuple[Exposition, WebhookReceiver]]:
+    stack = Stack(tmp_path)
+    with Exposition() as target, WebhookReceiver() as hook:
+        try:
+            _, am = stack.alertmanager(
+                (AM_DIR / "alertmanager-test.yml").read_text()
+                .replace("__WEBHOOK_PORT__", str(hook.port)).replace("__TEMPLATE_DIR__", str(AM_DIR)))
+            target.start = time.time() - 100  # both deadlines already passed
+            target.text = window_open(target.start)
+            stack.prometheus([target.target], rule_files=[ROOT / "alerts" / "helios-alerts.yaml"],
+                             alertmanager=am.removeprefix("http://"))
+            yield target, hook
+        finally:
+            stack.stop_all()
+
+
+def test_the_late_close_resolves_the_pages_with_its_notice_in_one_notification(
+    chain: tuple[Exposition, WebhookReceiver],
+) -> None:
+    target, hook = chain
+    instance = target.target
+    for name in PAGES:
+        hook.wait_for(lambda n=name: hook.deliveries(n, status="firing", instance=instance),
+                      30, f"{name} firing")
+    target.text = window_closed_late(target.start, time.time())
+
+    resolved = hook.wait_for(
+        lambda: hook.deliveries("HeliosRestoreBoundBreached", status="resolved", instance=instance),
+        30, "the breach resolved")[0]
+    body = resolved.post.body
+    assert resolved.post.receiver == "helios-page"
+    assert body["groupLabels"] == {"job": JOB, "instance": instance}
+    got = {(a["labels"]["alertname"], a["status"], a["labels"].get("outcome", a["labels"].get("check")))
+           for a in body["alerts"]}
+    # The same notification: both pages resolved, the notice and the failed check firing.
+    assert got == {
+        ("HeliosRequestCutoffBreached", "resolved", None),
+        ("HeliosRestoreBoundBreached", "resolved", None),
+        ("HeliosRestoreWindowClosed", "firing", "late"),
+        ("HeliosRestoreCheckFailed", "firing", "drained_admission"),
+    }
+
+    def resolve_texts() -> list[str]:
+        return [p.body["attachments"][0]["text"] for p in hook.posts()
+                if p.path == "/helios-page/text" and "RESOLVED at" in p.body["attachments"][0]["text"]]
+
+    (text,) = hook.wait_for(resolve_texts, 20, "the rendered resolve")
+    closed = f"Restore window on {JOB}/{instance} closed late at "
+    for name in PAGES:
+        assert re.search(rf"RESOLVED at [0-9: -]+UTC: {name}\.\n{re.escape(closed)}", text), text
+    for block in text.split("\n\n"):
+        if block.lstrip("\n").startswith("RESOLVED at"):
+            assert "still open" not in block and "will be cut" not in block, block
+    assert "FIRING since" in text and "drained_admission" in text
+    assert not hook.bad_posts()
