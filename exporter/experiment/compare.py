@@ -183,7 +183,7 @@ def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any], primary: 
         if not row.ok:
             out.failures.append(f"lane {lane} ({row.role}): {row.why}")
         spreads = [s for s in (row.baseline.spread, row.candidate.spread) if s is not None]
-        if spreads and abs(row.change) < max(spreads):
+        if row.role == "primary" and spreads and abs(row.change) < max(spreads):
             out.notes.append(f"lane {lane}: the change ({row.change:+.1%}) is smaller than the "
                              f"spread between repetitions ({max(spreads):.1%}): not "
                              "distinguishable from noise")
