@@ -33,12 +33,18 @@ def _value(v: float | None) -> float:
     return 0.0 if v is None else float(v)
 
 
-def _label_bars(ax: Any, bars: Any, fmt: str, skip: Sequence[bool] = ()) -> None:
+def _compact(value: float) -> str:
+    return f"{value / 1000:.1f}k" if value >= 1000 else f"{value:.0f}"
+
+
+def _label_bars(ax: Any, bars: Any, fmt: str, skip: Sequence[bool] = (),
+                rotation: float = 0) -> None:
     for i, bar in enumerate(bars):
         height = bar.get_height()
         if height and not (i < len(skip) and skip[i]):
-            ax.annotate(fmt.format(height), (bar.get_x() + bar.get_width() / 2, height),
-                        ha="center", va="bottom", fontsize=7.5, xytext=(0, 2),
+            text = _compact(height) if fmt == "compact" else fmt.format(height)
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, height),
+                        ha="center", va="bottom", fontsize=7.5, xytext=(0, 2), rotation=rotation,
                         textcoords="offset points")
 
 
@@ -60,7 +66,6 @@ def picture(doc: Mapping[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(2, 2, figsize=(width, 10.5), constrained_layout=True)
     (lookups, rows), (reuse, latency) = axes
 
-    bottom = [0.0] * len(x)
     bars = lookups.bar(x, [_value(f["hits"]) for f in figs], color=HIT, label="hits")
     _label_bars(lookups, bars, "{:.0f} hits")
     bottom = [_value(f["hits"]) for f in figs]
@@ -70,6 +75,7 @@ def picture(doc: Mapping[str, Any], path: Path) -> None:
             lookups.bar(x, values, bottom=bottom, color=MISS_COLOURS[reason],
                         label=f"miss: {reason}")
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    lookups.set_ylim(0, max([*bottom, 1.0]) * 1.12)  # room for the labels under the title
     lookups.set_title("Lookups: hits and misses by reason")
     lookups.set_ylabel("lookups in the phase")
     _legend(lookups, lookups.get_legend_handles_labels())
@@ -103,20 +109,23 @@ def picture(doc: Mapping[str, Any], path: Path) -> None:
                 for f in figs]
     b = reuse.bar([i + w / 2 for i in x], restored, w, color=RESTORED,
                   label="host tokens restored / request")
-    _label_bars(reuse, a, "{:.0f}")
-    _label_bars(reuse, b, "{:.0f}")
+    _label_bars(reuse, a, "compact", rotation=90)  # upright: side-by-side values never collide
+    _label_bars(reuse, b, "compact", rotation=90)
     reuse.set_title("Host tier per request")
-    reuse.set_ylabel("tokens per request")
+    # Log-like: the 9-token template, a few thousand restored and a long context's 49k in one view.
+    reuse.set_yscale("symlog", linthresh=10)
+    reuse.set_ylabel("tokens per request (log scale)")
     stores = reuse.twinx()
     stores.plot(x, [_value(f["stores_per_request"]) for f in figs], "D", color=STORES,
                 label="host stores / request")
     stores.set_ylim(0, max([_value(f["stores_per_request"]) for f in figs] + [1.0]) * 1.3)
     stores.set_ylabel("stores per request")
-    reuse.set_ylim(0, max([_value(f["tokens_reused_per_request"]) for f in figs] + [1.0]) * 1.25)
+    reuse.set_ylim(0, max([_value(f["tokens_reused_per_request"]) for f in figs] + [10.0]) * 4)
     _legend(reuse, reuse.get_legend_handles_labels(), stores.get_legend_handles_labels())
 
     bars = latency.bar(x, [_value(f["mean_latency_seconds"]) for f in figs], color=ROW)
     _label_bars(latency, bars, "{:.3f}")
+    latency.set_ylim(0, max([_value(f["mean_latency_seconds"]) for f in figs] + [0.001]) * 1.12)
     latency.set_title("Mean end-to-end latency (engine histogram)")
     latency.set_ylabel("seconds per request")
 

@@ -9,8 +9,9 @@ from typing import Any
 from exporter.experiment.evidence import figures
 
 READING = {
-    "order_sensitive": "the replay reused what the prime stored: hits in a replay in another "
-                       "order support retained-suffix / order sensitivity.",
+    "order_sensitive": "the replay reused what the prime stored (it had hits). When the replay "
+                       "ran in another order than the prime, this supports retained-suffix / "
+                       "order sensitivity.",
     "incompatible_keys": "no hits, but the prefixes were found under another checkpoint key "
                          "(`key_mismatch` / `no_checkpoint`): the replay's model or checkpoint "
                          "differs from the prime's. Inspect the keys and the checkpoint.",
