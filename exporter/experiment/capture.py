@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from exporter.checked import count, number, obj, opt_count, string
 from exporter.derive import offload_counters
 from exporter.passthrough import EXPORT_PREFIX, Family
 from exporter.view import View
@@ -165,62 +166,35 @@ def to_json(c: Capture) -> dict[str, Any]:
     }
 
 
-def _num(raw: Any, what: str) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
-        raise ValueError(f"{what}: expected a finite number")
-    return float(raw)
-
-
-def _count(raw: Any, what: str) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
-        raise ValueError(f"{what}: expected a count")
-    return raw
-
-
-def _opt(raw: Any, convert: Any, what: str) -> Any:
-    return None if raw is None else convert(raw, what)
-
-
-def _obj(raw: Any, what: str) -> dict[str, Any]:
-    if not isinstance(raw, dict):
-        raise ValueError(f"{what}: expected an object")
-    return raw
-
-
-def _str(raw: Any, what: str) -> str:
-    if not isinstance(raw, str):
-        raise ValueError(f"{what}: expected a string")
-    return raw
-
-
 def from_json(raw: Any, what: str = "capture") -> Capture:
     """The capture `to_json` wrote; ValueError naming the field on anything else."""
-    d = _obj(raw, what)
+    d = obj(raw, what)
     latency = None
     if (h := d.get("e2e_latency_seconds")) is not None:
-        h = _obj(h, f"{what}.e2e_latency_seconds")
+        h = obj(h, f"{what}.e2e_latency_seconds")
         pairs = h.get("buckets")
         if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
             raise ValueError(f"{what}.e2e_latency_seconds.buckets: expected [le, count] pairs")
-        latency = Histogram(_num(h.get("count"), f"{what}.count"), _num(h.get("sum"), f"{what}.sum"),
-                            tuple((float(_str(le, f"{what}.le")), _num(n, f"{what}.bucket"))
+        latency = Histogram(number(h.get("count"), f"{what}.count"),
+                            number(h.get("sum"), f"{what}.sum"),
+                            tuple((float(string(le, f"{what}.le")), number(n, f"{what}.bucket"))
                                   for le, n in pairs))
-    slabs = {k: _frozen({f: _count(v, f"{what}.slabs.{k}.{f}")
-                         for f, v in _obj(s, f"{what}.slabs.{k}").items()})
-             for k, s in _obj(d.get("slabs", {}), f"{what}.slabs").items()}
+    slabs = {k: _frozen({f: count(v, f"{what}.slabs.{k}.{f}")
+                         for f, v in obj(s, f"{what}.slabs.{k}").items()})
+             for k, s in obj(d.get("slabs", {}), f"{what}.slabs").items()}
     return Capture(
-        at=_num(d.get("at"), f"{what}.at"),
-        generation=_str(d.get("generation"), f"{what}.generation"),
-        identity=_frozen({k: _str(v, f"{what}.identity.{k}")
-                          for k, v in _obj(d.get("identity", {}), f"{what}.identity").items()}),
-        budget_bytes=_opt(d.get("budget_bytes"), _count, f"{what}.budget_bytes"),
+        at=number(d.get("at"), f"{what}.at"),
+        generation=string(d.get("generation"), f"{what}.generation"),
+        identity=_frozen({k: string(v, f"{what}.identity.{k}")
+                          for k, v in obj(d.get("identity", {}), f"{what}.identity").items()}),
+        budget_bytes=opt_count(d.get("budget_bytes"), f"{what}.budget_bytes"),
         slabs=_frozen(slabs),
-        counters=_frozen({k: _count(v, f"{what}.counters.{k}")
-                          for k, v in _obj(d.get("counters", {}), f"{what}.counters").items()}),
-        misses_raw=_frozen({k: _count(v, f"{what}.misses_raw")
-                            for k, v in _obj(d.get("misses_raw", {}), f"{what}.misses_raw").items()}),
-        headroom_total=_opt(d.get("row_pressure_with_page_headroom_total"), _count,
-                            f"{what}.row_pressure_with_page_headroom_total"),
-        requests=_opt(d.get("requests"), _num, f"{what}.requests"),
+        counters=_frozen({k: count(v, f"{what}.counters.{k}")
+                          for k, v in obj(d.get("counters", {}), f"{what}.counters").items()}),
+        misses_raw=_frozen({k: count(v, f"{what}.misses_raw")
+                            for k, v in obj(d.get("misses_raw", {}), f"{what}.misses_raw").items()}),
+        headroom_total=opt_count(d.get("row_pressure_with_page_headroom_total"),
+                                 f"{what}.row_pressure_with_page_headroom_total"),
+        requests=None if d.get("requests") is None else number(d["requests"], f"{what}.requests"),
         latency=latency,
     )

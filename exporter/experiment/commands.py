@@ -92,7 +92,8 @@ def add_probe(parser: argparse.ArgumentParser) -> None:
                         help="then N more passes in the last order, phases NAME/1 ... NAME/N: "
                         "the repetitions `compare` reads (default: 0)")
     parser.add_argument("--name", help="phase name prefix (default: probe-<UTC time>)")
-    parser.add_argument("--timeout", type=_positive, default=300.0, metavar="S",
+    # Not --timeout: HELIOS_EXPORTER_TIMEOUT is the sidecar's 2 s engine timeout in the same shell.
+    parser.add_argument("--request-timeout", type=_positive, default=300.0, metavar="S",
                         help="seconds one completion may take (default: %(default)s)")
 
 
@@ -182,7 +183,7 @@ def run_probe(args: argparse.Namespace) -> int:
     started = time.time()
     passes = probe.plan(name, orders, args.repetitions, corpus, replay)
     try:
-        records = probe.run_passes(args.engine_url, client, passes, args.timeout,
+        records = probe.run_passes(args.engine_url, client, passes, args.request_timeout,
                                    progress=sys.stderr.isatty())
         record = probe.record_doc(name, args.engine_url, args.sidecar, corpus, replay, records,
                                   started)

@@ -148,6 +148,7 @@ def run_passes(engine_url: str, sidecar: SidecarClient, passes: Sequence[PassPla
     from tqdm import tqdm
 
     url = engine_url.rstrip("/") + "/v1/completions"
+    show_bar = sys.stderr.isatty() if progress is None else progress
     records: list[PassRecord] = []
     with httpx.Client(timeout=timeout, headers={"User-Agent": "helios-exporter-probe"}) as client:
         for p in passes:
@@ -166,7 +167,7 @@ def run_passes(engine_url: str, sidecar: SidecarClient, passes: Sequence[PassPla
             hashes = p.corpus.hashes
             t0 = time.monotonic()
             bar = tqdm(total=len(indices), desc=p.phase, unit="req", file=sys.stderr,
-                       disable=not progress if progress is not None else None, leave=True)
+                       disable=not show_bar, leave=True)
             try:
                 for position, i in enumerate(indices):
                     r = _send(client, url, p.corpus.bodies[i], position, i, hashes[i])
@@ -184,7 +185,7 @@ def run_passes(engine_url: str, sidecar: SidecarClient, passes: Sequence[PassPla
                     f"end it with `helios-exporter phase end {p.phase}`)")
                 break
             s = record.summary()
-            if bar.disable:
+            if not show_bar:  # a log, not a terminal: one line per pass
                 say(f"probe: {p.phase}: {s['sent']} sent, {s['failed']} failed, "
                     f"{time.monotonic() - t0:.1f} s")
     return records
