@@ -91,7 +91,12 @@ def capture_of(view: View, at: float) -> Capture:
             for key in sorted(offload.lookups.misses)[:MAX_RAW_MISS_KEYS]:
                 misses_raw[key[:MAX_RAW_MISS_KEY_CHARS]] = offload.lookups.misses[key]
     headroom = eng.headroom
-    families = {f.name: f for f in eng.passthrough.families}
+    # What /metrics exports (collectors/passthrough.py): counters and histograms are the totals
+    # folded across cycles (a per-request series that vanished keeps what it counted).
+    exported = list(eng.passthrough.families)
+    if eng.native is not None and eng.native.generation == eng.passthrough_generation:
+        exported += eng.native.families
+    families = {f.name: f for f in exported}
     latency = _histogram(families.get(LATENCY_FAMILY))
     requests = _total(families.get(REQUESTS_FAMILY))
     if latency is not None:
