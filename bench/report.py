@@ -338,6 +338,50 @@ def nvml_poll(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | None]
     return lines
 
 
+def observer_cost(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | None]]) -> list[str]:
+    d = rec["data"]
+    summary = d["summary"]
+    reps = d["reps"]
+    lines = [f"Request latency of the simulated engine (`simulate --scenario idle --time-scale "
+             f"{d['time_scale']:g}`, seed {d['seed']}) timed at the client, concurrency 1, the "
+             f"`{d['corpus']}` corpus in a loop after one priming pass, {d['seconds_per_arm']:g} s "
+             f"per arm; a fresh engine (and sidecar) per arm; {len(reps)} repetitions, each "
+             "running every arm once in a rotated order: "
+             + "; ".join(f"{i}. {', '.join(r['order'])}" for i, r in enumerate(reps, 1)) + ".",
+             "", "| sidecar polling | requests | mean per repetition | mean | spread (max - min of "
+             "the means) | median of medians | vs off |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, arm in summary.items():
+        vs = arm.get("vs_off")
+        lines.append(f"| {name} | {arm['requests']:,} ({arm['failed']} failed) | "
+                     + ", ".join(ms(v) for v in arm["rep_means_ms"])
+                     + f" | {ms(arm['mean_ms'])} | {ms(arm['spread_ms'])} | "
+                     f"{ms(arm['median_of_medians_ms'])} | "
+                     + ("-" if vs is None else f"{vs * 100:+.1f}%") + " |")
+    spread = max(a["spread_ms"] for a in summary.values())
+    diffs = [abs(a["mean_ms"] - summary["off"]["mean_ms"]) for n, a in summary.items() if n != "off"]
+    lines += ["", (f"The largest difference from polling off ({ms(max(diffs))}) is "
+                   + ("within" if max(diffs) <= spread else "outside")
+                   + f" the largest spread between repetitions of one arm ({ms(spread)}). "
+                   "A small or noisy difference does not prove that observing costs nothing: "
+                   "it bounds the cost only as tightly as this machine's noise allows (2 shared "
+                   "cores, everything else that ran meanwhile included)."), ""]
+    lines += ["What the sidecar asks of the engine, from its own counters at the end of each "
+              "arm (every cycle since it started):", "",
+              "| poll interval | engine requests per poll | bytes read per poll | engine requests/s "
+              "| bytes/s |", "| --- | --- | --- | --- | --- |"]
+    for name, arm in summary.items():
+        if "per_poll_requests" in arm:
+            lines.append(f"| {name} | {arm['per_poll_requests']:.1f} | "
+                         f"{arm['per_poll_bytes']:,.0f} | {arm['engine_requests_per_s']:.2f} | "
+                         f"{arm['engine_bytes_per_s']:,.0f} |")
+    lines += ["", "One poll is one GET of the snapshot and one of `/metrics`; its bytes grow with "
+              "the engine's own exposition (the simulator keeps the latest 50 request ids as "
+              "series, so it grows during the first requests). Phase edges add a poll each.", ""]
+    goals.append(("observer cost at a 1 s poll, client mean vs off (no goal: reported)", "none",
+                  f"{summary['1 s']['vs_off'] * 100:+.1f}% (spread {ms(spread)})", None))
+    return lines
+
+
 def _fds_ok(d: dict[str, Any]) -> bool:
     if "fds_second_half_max" in d:
         return bool(d["fds_second_half_max"] <= d["fds_first_half_max"])
@@ -351,6 +395,8 @@ RENDER: dict[str, tuple[str, Any]] = {
     "soak": ("4. Soak against a flapping engine", soak),
     "alert_latency": ("5. Breach-to-webhook alert latency", alert_latency),
     "nvml_poll": ("6. NVML poll cost per GPU", nvml_poll),
+    "observer_cost": ("7. Observer cost: engine latency with polling off, every 5 s, every 1 s",
+                      observer_cost),
 }
 
 
@@ -523,8 +569,8 @@ METHOD = """
   apt when missing (as root, or via sudo), runs `scripts/bootstrap` when `.venv` is missing, then
   `bench/suite.py`, which runs each section below as its own process group under a time bound
   and writes this page. Sections: `bench/scrape_load.py`, `bench/ingest.py`,
-  `bench/poll_cost.py`, `bench/soak.py`, `bench/alert_latency.py`, `bench/nvml_poll.py`; each
-  also runs alone (`--help`).
+  `bench/poll_cost.py`, `bench/soak.py`, `bench/alert_latency.py`, `bench/nvml_poll.py`,
+  `bench/observer_cost.py`; each also runs alone (`--help`).
 - Nothing is pinned to a CPU: on 2 cores the sidecar, the simulated engine, the load generator and
   whatever else runs on the machine share them, and the tables say how busy the machine was.
 - wrk is a closed-loop generator (each connection waits for its answer), so latency percentiles

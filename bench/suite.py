@@ -33,7 +33,8 @@ import report
 from benchlib import PYTHON, ROOT, host_cpu_busy, loadavg, machine
 
 BENCH = ROOT / "bench"
-SECTIONS = ("scrape_load", "ingest", "poll_cost", "soak", "alert_latency", "nvml_poll")
+SECTIONS = ("scrape_load", "ingest", "poll_cost", "soak", "alert_latency", "nvml_poll",
+            "observer_cost")
 
 
 def plan(quick: bool, work: Path) -> dict[str, dict[str, Any]]:
@@ -68,6 +69,10 @@ def plan(quick: bool, work: Path) -> dict[str, dict[str, Any]]:
         "nvml_poll": {
             "cmd": ["bench/nvml_poll.py", "--polls", "200"],
             "timeout": 120, "json": None},  # prints a table; parsed below
+        "observer_cost": {
+            "cmd": ["bench/observer_cost.py", "--reps", "2" if q else "3", "--seconds",
+                    "5" if q else "20", "--workdir", str(work / "observer_cost")],
+            "timeout": 150 if q else 330, "json": out("observer_cost")},
     }
 
 

@@ -135,6 +135,15 @@ class Scope:
             f"last_over_time(helios_restore_window_open{self.sel()}[{memory}]) == 1",
             "orange", "Restore window open ({{instance}})")
 
+    def phase_annotation(self) -> db.AnnotationQuery:
+        # The sidecar exports a phase only while it is open, so the series' presence is the
+        # annotation's region. A phase shorter than the scrape interval may not show: its exact
+        # edges are in GET /experiment/phases and the evidence report.
+        return annotation(
+            "Experiment phase",
+            f"helios_experiment_phase_open{self.sel()} == 1",
+            "purple", "Phase {{phase}} ({{instance}})")
+
     def generation_annotation(self) -> db.AnnotationQuery:
         # A generation series that did not exist a minute earlier: the engine was (re)started.
         # Each generation has its own series with a constant start time, so changes() would

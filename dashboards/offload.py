@@ -81,7 +81,8 @@ def build(settings: Settings) -> db.Dashboard:
             matchers=['job=~"$job"', 'instance=~"$instance"'],
             description="Engine incarnation; counters restart from 0 with every generation."))
         .annotation(scope.generation_annotation())
-        .annotation(scope.restore_window_annotation(settings.window_memory)))
+        .annotation(scope.restore_window_annotation(settings.window_memory))
+        .annotation(scope.phase_annotation()))
     grid = Layout(d)
 
     grid.row("Now")

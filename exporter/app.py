@@ -18,14 +18,11 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
 
+from exporter.bearer import gated_body
+from exporter.experiment.book import PhaseBook
+from exporter.experiment.routes import add_phase_routes
 from exporter.loop import PollLoop
-from exporter.restore.events import (
-    MAX_BODY_BYTES,
-    RestoreEventIn,
-    RestoreEventOut,
-    RestoreEventRefused,
-    authorized,
-)
+from exporter.restore.events import RestoreEventIn, RestoreEventOut, RestoreEventRefused
 
 log = structlog.get_logger("helios_exporter.app")
 audit = structlog.get_logger("helios_exporter.audit")
@@ -75,7 +72,10 @@ def build_app(
     cache: ExpositionCache,
     status: Callable[[], dict[str, Any]],
     events_token: bytes | None,
+    phases: PhaseBook | None = None,
 ) -> FastAPI:
+    """`phases`: the experiment phase book (POST/GET /experiment/phases, same token as the
+    events API); without it those routes do not exist."""
     app = FastAPI(title="helios-exporter", version="0.1.0", docs_url=None, redoc_url=None)
 
     @app.exception_handler(RequestValidationError)
@@ -122,30 +122,10 @@ def build_app(
             "application/json": {"schema": RestoreEventIn.model_json_schema()}}}},
     )
     async def restore_event(request: Request) -> Response:
-        if events_token is None:
-            return JSONResponse({"detail": "events endpoint disabled: no --events-token-file"},
-                                status_code=404)
-        if not authorized(request.headers.get("authorization"), events_token):
-            return JSONResponse({"detail": "missing or wrong bearer token"}, status_code=401,
-                                headers={"WWW-Authenticate": "Bearer"})
-        declared = request.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
-            return JSONResponse({"detail": f"body over {MAX_BODY_BYTES} bytes"}, status_code=413)
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_BODY_BYTES:
-                return JSONResponse({"detail": f"body over {MAX_BODY_BYTES} bytes"},
-                                    status_code=413)
-        try:
-            event = RestoreEventIn.model_validate_json(body)
-        except ValueError as exc:
-            errors: list[dict[str, Any]] = list(getattr(exc, "errors", list)())
-            # An unknown key is submitted text too: name only the model's own fields.
-            detail = [{"loc": [p if p in RestoreEventIn.model_fields else "(extra field)"
-                               for p in e.get("loc", ())], "msg": e.get("msg", "")}
-                      for e in errors]
-            return JSONResponse({"detail": detail or "invalid JSON body"}, status_code=422)
+        event = await gated_body(request, events_token, RestoreEventIn,
+                                 "events endpoint disabled: no --events-token-file")
+        if isinstance(event, JSONResponse):
+            return event
         duplicate, state, persisted, refused = await loop.apply_event(event.id, event.event)
         audit.info("restore_event", event_id=event.id, restore_event=event.event,
                    duplicate=duplicate, refused=refused, note=event.note, phase=state.phase,
@@ -162,4 +142,6 @@ def build_app(
             return JSONResponse({**out.model_dump(), "detail": refused}, status_code=409)
         return JSONResponse(out.model_dump())
 
+    if phases is not None:
+        add_phase_routes(app, phases, events_token)
     return app

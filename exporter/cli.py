@@ -1,4 +1,4 @@
-"""Console script `helios-exporter`: serve, simulate, check, demo."""
+"""Console script `helios-exporter`: serve, simulate, check, demo; phase, evidence, probe, compare."""
 
 from __future__ import annotations
 
@@ -138,6 +138,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.env_defaults = True
     from exporter.demo import add_arguments as demo_arguments
     demo_arguments(demo)
+    from exporter.experiment.commands import COMMANDS
+    for name, (help_text, add, _) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text, epilog=_ENV_EPILOG)
+        command.env_defaults = True
+        add(command)
     return parser
 
 
@@ -159,6 +164,9 @@ def run(args: argparse.Namespace) -> int:
             return asyncio.run(serve(config))
         from exporter.check import check
         return asyncio.run(check(config))
+    from exporter.experiment.commands import COMMANDS
+    if args.command in COMMANDS:
+        return COMMANDS[args.command][2](args)
     if args.command == "simulate":
         from simulator.cli import run as sim_run
         return int(sim_run(args))

@@ -32,5 +32,10 @@ PREFLIGHT_TIMEOUT: Final = 10.0
 # while at least this fraction of it is free.
 PAGE_HEADROOM_RATIO: Final = 0.25
 
+# Experiment phases (POST /experiment/phases): at most this many open at once (a begin beyond it
+# is refused with 409), and this many kept in the state file, the oldest ended ones dropped first.
+MAX_OPEN_PHASES: Final = 16
+MAX_PHASES_KEPT: Final = 512
+
 LOG_FORMAT: Final = "auto"
 LOG_LEVEL: Final = "info"

@@ -22,6 +22,10 @@ MISS_REASONS: Final = (
     "too_short",
     "other",
 )
+# `helios_experiment_phase_*{phase}`: a phase name is validated against this pattern when it is
+# begun (422 otherwise), like `generation` against the snapshot schema's, and only open phases are
+# exported (at most MAX_OPEN_PHASES of them), so the label stays bounded.
+PHASE_NAME_PATTERN: Final = r"^[A-Za-z0-9._/-]{1,64}$"
 SOURCES: Final = ("engine_snapshot", "engine_metrics", "nvml", "host")
 ENGINE_PATHS: Final = ("snapshot", "metrics")  # what the sidecar requests from the engine
 # `helios_exporter_snapshot_fields_dropped_total{field}`: identity fields left out of a snapshot.

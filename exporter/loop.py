@@ -6,7 +6,8 @@ same load whether one or five Prometheus servers scrape us.
 
 One cycle: poll every source at once, derive the engine picture (`derive.advance_engine`), hand
 the snapshot to the restore keeper, and publish one immutable `View`. Scrapes read the latest
-view; `on_publish` tells the exposition cache that it changed.
+view; `on_publish` tells the exposition cache that it changed. Cycles never overlap: an experiment
+phase's edge runs one of its own (`cycle(blocking=False)`, the engine only) between two timed ones.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class PollLoop:
         for name in ("engine_snapshot", "engine_metrics", *self._blocking):
             sources[name] = SourceHealth(enabled=True)
         self._view = View(restore=keeper.view(), sources=frozen(sources))
+        # Two cycles at once would derive from the same previous view and one would be lost.
+        self._cycle_lock = asyncio.Lock()
 
     @property
     def view(self) -> View:
@@ -83,20 +86,31 @@ class PollLoop:
         self._publish(replace(self._view, restore=self._keeper.view()))
         return outcome
 
+    def publish_open_phases(self, phases: Mapping[str, float]) -> None:
+        """The experiment phases open now (name -> begin time), published for the collectors."""
+        self._publish(replace(self._view, open_phases=frozen(phases)))
+
     # -- the cycle -----------------------------------------------------------------------------
-    async def cycle(self) -> None:
+    async def cycle(self, *, blocking: bool = True) -> View:
+        """One poll cycle; the view it published. `blocking=False` polls the engine only (NVML
+        and the host keep their last results): a phase edge must not wait on a slow GPU."""
+        async with self._cycle_lock:
+            return await self._cycle(blocking)
+
+    async def _cycle(self, blocking: bool) -> View:
         t0 = self._timer()
         now = self._clock()
+        runners = self._blocking if blocking else {}
         snap_res, metrics_res, *blocking_res = await asyncio.gather(
             self._engine_source.snapshot(),
             self._engine_source.metrics(self._max_series),
-            *(runner.poll() for runner in self._blocking.values()),
+            *(runner.poll() for runner in runners.values()),
         )
         before = self._view
         sources = dict(before.sources)
         latest = dict(before.latest)
         for name, res in (("engine_snapshot", snap_res), ("engine_metrics", metrics_res),
-                          *zip(self._blocking, blocking_res, strict=True)):
+                          *zip(runners, blocking_res, strict=True)):
             sources[name] = _recorded(name, sources[name], res)
             if name in self._blocking:
                 latest[name] = res
@@ -118,7 +132,9 @@ class PollLoop:
             pins=pin_checks,
             cycles=before.cycles + 1,
             last_cycle_duration=self._timer() - t0,
+            open_phases=self._view.open_phases,  # read after the awaits: a phase may have begun
         ))
+        return self._view
 
     def _publish(self, view: View) -> None:
         self._view = view

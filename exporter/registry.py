@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, PlatformCollector, ProcessColle
 from prometheus_client.registry import Collector
 
 from exporter.collectors.build_info import BuildInfoCollector
+from exporter.collectors.experiment import ExperimentCollector
 from exporter.collectors.exporter_self import ExporterCollector
 from exporter.collectors.gpu import GpuCollector
 from exporter.collectors.host import HostCollector
@@ -46,6 +47,7 @@ def build_registry(
         RestoreCollector(lambda: view().restore, bounds),
         ExporterCollector(view),
         HostCollector(lambda: view().latest.get("host")),
+        ExperimentCollector(lambda: view().open_phases),
     ]
     if gpu:
         collectors.append(GpuCollector(lambda: view().latest.get("nvml"),

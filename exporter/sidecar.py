@@ -21,6 +21,8 @@ from prometheus_client.registry import Collector
 from exporter.app import ExpositionCache, build_app
 from exporter.config import Config
 from exporter.defaults import HOST_TIMEOUT
+from exporter.experiment.book import PhaseBook, PhaseStore
+from exporter.experiment.capture import Capture, capture_of
 from exporter.loop import PollLoop
 from exporter.pins import Pins
 from exporter.registry import build_registry
@@ -51,6 +53,7 @@ class Sidecar:
     events_token: bytes | None
     clock: Callable[[], float]
     closers: list[Any]
+    phases: PhaseBook
 
     def close(self) -> None:
         self.loop.close()
@@ -107,7 +110,14 @@ def build(
                               platform=platform, build_info=build_info)
     cache = ExpositionCache(registry)
     token = None if config.events_token_file is None else read_token(config.events_token_file)
-    return Sidecar(config, loop, keeper, registry, cache, client, token, clock, closers)
+
+    async def fresh_capture() -> Capture:
+        at = clock()
+        return capture_of(await loop.cycle(blocking=False), at)
+
+    phases = PhaseBook(PhaseStore(config.state_dir), fresh_capture,
+                       on_change=lambda: loop.publish_open_phases(phases.open_phases()))
+    return Sidecar(config, loop, keeper, registry, cache, client, token, clock, closers, phases)
 
 
 def _probe(client: httpx.AsyncClient, url: str, config: Config, auth: str | None) -> PreflightProbe:
@@ -166,7 +176,9 @@ class _Server(uvicorn.Server):
 async def serve(config: Config) -> int:
     sidecar = build(config)
     sidecar.loop.load_state()
-    app = build_app(sidecar.loop, sidecar.cache, sidecar.status, sidecar.events_token)
+    sidecar.phases.load()
+    app = build_app(sidecar.loop, sidecar.cache, sidecar.status, sidecar.events_token,
+                    sidecar.phases)
     server = _Server(uvicorn.Config(
         app, host=config.listen_host, port=config.listen_port, log_config=None,
         access_log=False, lifespan="off", timeout_graceful_shutdown=2,

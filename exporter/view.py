@@ -44,6 +44,7 @@ class View:
     pins: tuple[PinCheck, ...] = ()  # every configured pin against this cycle's polls
     cycles: int = 0
     last_cycle_duration: float | None = None  # seconds, all sources together
+    open_phases: Mapping[str, float] = field(default_factory=_empty)  # experiment: name -> begin
 
     @property
     def ready(self) -> bool:

@@ -10,10 +10,14 @@ not written, and is not assumed at load: see `window.restarted`.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict
 from typing import Any
 
+from exporter.checked import count as _count
+from exporter.checked import number as _number
+from exporter.checked import obj as _obj
+from exporter.checked import opt_count as _opt_count
+from exporter.checked import opt_str as _opt_str
 from exporter.restore.model import CAUSES, OUTCOMES, PHASES, Engine, LastWindow, RestoreState, Window
 from exporter.restore.window import restarted
 
@@ -31,36 +35,8 @@ def encode(state: RestoreState) -> bytes:
     return json.dumps(doc, sort_keys=True, allow_nan=False).encode()
 
 
-def _obj(raw: Any, what: str) -> dict[str, Any]:
-    if not isinstance(raw, dict):
-        raise ValueError(f"{what}: expected an object")
-    return raw
-
-
-def _number(raw: Any, what: str) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
-        raise ValueError(f"{what}: expected a finite number")
-    return float(raw)
-
-
 def _opt_number(raw: Any, what: str) -> float | None:
     return None if raw is None else _number(raw, what)
-
-
-def _opt_str(raw: Any, what: str) -> str | None:
-    if raw is not None and not isinstance(raw, str):
-        raise ValueError(f"{what}: expected a string")
-    return raw
-
-
-def _count(raw: Any, what: str) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
-        raise ValueError(f"{what}: expected a count")
-    return raw
-
-
-def _opt_count(raw: Any, what: str) -> int | None:
-    return None if raw is None else _count(raw, what)
 
 
 def _flag(raw: Any, what: str) -> bool:

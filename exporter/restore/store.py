@@ -1,16 +1,13 @@
-"""Durable restore state: one JSON file under --state-dir, replaced atomically at every change.
-
-Write: temporary file in the same directory, fsync, rename over the old file, fsync the directory,
-so a SIGKILL at any instant leaves either the old or the new state, never a torn one. A file that
-cannot be read back is moved aside (never deleted: on-call may need it) and reported.
+"""Durable restore state: one JSON file under --state-dir, replaced atomically at every change
+(exporter/durable.py: a SIGKILL at any instant leaves the old or the new state, never a torn one).
+A file that cannot be read back is moved aside (never deleted: on-call may need it) and reported.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 
+from exporter.durable import atomic_write, move_aside, remove_stale_temporaries
 from exporter.restore.codec import FORMAT_VERSION, decode, encode
 from exporter.restore.model import RestoreState
 
@@ -35,7 +32,7 @@ class StateStore:
 
     def load(self) -> RestoreState | None:
         """The saved state, None when there is none; StateFileError when it is unusable."""
-        self._remove_stale_tmp()
+        remove_stale_temporaries(self.path)
         try:
             data = self.path.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
@@ -45,54 +42,9 @@ class StateStore:
         try:
             return decode(data)
         except (ValueError, KeyError, TypeError, RecursionError) as exc:
-            aside = self._move_aside()
+            aside = move_aside(self.path)
             raise StateFileError(f"corrupt state file {self.path}: {exc}", aside) from None
-
-    def _move_aside(self) -> Path | None:
-        stamp = int(time.time() * 1000)
-        for n in range(100):  # never overwrite an earlier corrupt copy
-            aside = self.path.with_name(f"{STATE_FILE}.corrupt-{stamp}" + (f"-{n}" if n else ""))
-            if aside.exists():
-                continue
-            try:
-                self.path.rename(aside)
-            except OSError:
-                return None
-            return aside
-        return None
-
-    def _remove_stale_tmp(self) -> None:
-        """Temporary files of sidecars killed mid-write: never the state, always safe to drop."""
-        try:
-            stale = list(self.directory.glob(f".{STATE_FILE}.*.tmp"))
-        except OSError:
-            return
-        for path in stale:
-            try:
-                path.unlink()
-            except OSError:
-                continue
 
     def save(self, state: RestoreState) -> None:
         """Atomically replace the state file; raises OSError (disk full, read-only) to the caller."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
-        data = encode(state)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            tmp.unlink(missing_ok=True)
-            raise
-        os.close(fd)
-        tmp.replace(self.path)
-        dir_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        atomic_write(self.path, encode(state))

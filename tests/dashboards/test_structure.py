@@ -182,7 +182,10 @@ def test_grid_has_no_overlap(dashboards: dict[str, Any], name: str) -> None:
 def test_annotations_mark_generations_and_restore_windows(dashboards: dict[str, Any],
                                                           name: str) -> None:
     annotations = {a["name"]: a for a in dashboards[name]["annotations"]["list"]}
-    assert set(annotations) == {"New generation", "Restore window"}
+    phases = {"Experiment phase"} if name == "helios-offload.json" else set()
+    assert set(annotations) == {"New generation", "Restore window", *phases}
+    if phases:
+        assert annotations["Experiment phase"]["expr"].startswith("helios_experiment_phase_open{")
     assert "helios_monitoring_generation_info" in annotations["New generation"]["expr"]
     assert "helios_restore_window_open" in annotations["Restore window"]["expr"]
     assert all(a["enable"] and a["titleFormat"] for a in annotations.values())

@@ -1,0 +1,47 @@
+"""The gate of the bearer-token routes (POST /restore/events, POST /experiment/phases): one
+sequence of answers for both, so a client handles them alike.
+
+404 without a token file (the route is disabled), 401 without the right `Authorization: Bearer`
+token (checked before the body is read), 413 for a body over the limit (the declared length first,
+then while reading), 422 for a body that is not the route's model. A 422 names fields and
+messages only: submitted values are never echoed back.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from exporter.restore.events import MAX_BODY_BYTES, authorized
+
+M = TypeVar("M", bound=BaseModel)
+
+
+async def gated_body(request: Request, token: bytes | None, model: type[M], disabled: str,
+                     max_bytes: int = MAX_BODY_BYTES) -> M | JSONResponse:
+    """The request's body as `model`, or the error response to send instead."""
+    if token is None:
+        return JSONResponse({"detail": disabled}, status_code=404)
+    if not authorized(request.headers.get("authorization"), token):
+        return JSONResponse({"detail": "missing or wrong bearer token"}, status_code=401,
+                            headers={"WWW-Authenticate": "Bearer"})
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
+        return JSONResponse({"detail": f"body over {max_bytes} bytes"}, status_code=413)
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > max_bytes:
+            return JSONResponse({"detail": f"body over {max_bytes} bytes"}, status_code=413)
+    try:
+        return model.model_validate_json(body)
+    except ValueError as exc:
+        errors: list[dict[str, Any]] = list(getattr(exc, "errors", list)())
+        # An unknown key is submitted text too: name only the model's own fields.
+        detail = [{"loc": [p if p in model.model_fields else "(extra field)"
+                           for p in e.get("loc", ())], "msg": e.get("msg", "")}
+                  for e in errors]
+        return JSONResponse({"detail": detail or "invalid JSON body"}, status_code=422)

@@ -1,0 +1,205 @@
+"""A phase edge's capture: what one fresh poll cycle saw of the engine, as /metrics exports it.
+
+`capture_of(view)` reads the view that cycle published, so a phase's deltas use the same numbers
+as the sidecar's own series: the offload counters of the snapshot (miss keys folded onto the
+closed reason set), the derived row-pressure-with-page-headroom counter, and the engine's
+pass-through request count and end-to-end latency histogram (after the pass-through's merge of
+per-request series). Pure: no I/O, no clock.
+
+Captures are stored in the phases file and served by GET /experiment/phases, so they encode to
+JSON and decode back (`to_json` / `from_json`, which rejects anything malformed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from exporter.checked import count, number, obj, opt_count, string
+from exporter.derive import offload_counters
+from exporter.passthrough import EXPORT_PREFIX, Family
+from exporter.view import View
+
+LATENCY_FAMILY = EXPORT_PREFIX + "e2e_request_latency_seconds"
+REQUESTS_FAMILY = EXPORT_PREFIX + "num_requests"
+# Raw engine miss keys kept per capture (evidence, never labels): `key_mismatch:ckpt=ab12` names
+# the other key, which the seed's "key/checkpoint lookup inspection" needs. Bounded: a hostile
+# engine may send thousands of keys.
+MAX_RAW_MISS_KEYS = 32
+MAX_RAW_MISS_KEY_CHARS = 64
+IDENTITY_KEYS = ("image_digest", "container_id", "package", "checkpoint")
+
+
+class CaptureError(Exception):
+    """The fresh poll did not produce a usable capture (the engine did not answer both)."""
+
+
+def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    count: float
+    sum: float
+    buckets: tuple[tuple[float, float], ...]  # (upper bound, cumulative count), +Inf last
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    at: float  # wall time the poll started
+    generation: str
+    identity: Mapping[str, str] = field(default_factory=lambda: _frozen({}))
+    budget_bytes: int | None = None
+    slabs: Mapping[str, Mapping[str, int]] = field(default_factory=lambda: _frozen({}))
+    counters: Mapping[str, int] = field(default_factory=lambda: _frozen({}))  # offload_counters
+    misses_raw: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
+    headroom_total: int | None = None  # helios_offload_row_pressure_with_page_headroom_total
+    requests: float | None = None
+    latency: Histogram | None = None
+
+    def free_ratio(self, kind: str) -> float | None:
+        slab = self.slabs.get(kind)
+        if slab is None or not slab.get("capacity"):
+            return None
+        return slab["free"] / slab["capacity"]
+
+
+def capture_of(view: View, at: float) -> Capture:
+    """The capture of a view published by a fresh cycle; CaptureError when that cycle's snapshot
+    or /metrics poll failed."""
+    eng = view.engine
+    snap = eng.snapshot
+    if snap is None or not eng.snapshot_current:
+        raise CaptureError("engine snapshot: " + _why(view, "engine_snapshot"))
+    if eng.passthrough is None:
+        raise CaptureError("engine /metrics: " + _why(view, "engine_metrics"))
+    identity = {}
+    if snap.identity is not None:
+        identity = {k: v for k in IDENTITY_KEYS if (v := getattr(snap.identity, k)) is not None}
+    offload = snap.offload
+    slabs: dict[str, Mapping[str, int]] = {}
+    misses_raw: dict[str, int] = {}
+    if offload is not None:
+        slabs = {kind: _frozen({"capacity": s.capacity, "free": s.free,
+                                "record_bytes": s.record_bytes})
+                 for kind, s in offload.slabs.items()}
+        if offload.lookups is not None and offload.lookups.misses is not None:
+            for key in sorted(offload.lookups.misses)[:MAX_RAW_MISS_KEYS]:
+                misses_raw[key[:MAX_RAW_MISS_KEY_CHARS]] = offload.lookups.misses[key]
+    headroom = eng.headroom
+    # What /metrics exports (collectors/passthrough.py): counters and histograms are the totals
+    # folded across cycles (a per-request series that vanished keeps what it counted).
+    exported = list(eng.passthrough.families)
+    if eng.native is not None and eng.native.generation == eng.passthrough_generation:
+        exported += eng.native.families
+    families = {f.name: f for f in exported}
+    latency = _histogram(families.get(LATENCY_FAMILY))
+    requests = _total(families.get(REQUESTS_FAMILY))
+    if latency is not None:
+        # The histogram's count is every finished request (SGLang has no num_requests_total).
+        requests = latency.count
+    return Capture(
+        at=at,
+        generation=snap.generation,
+        identity=_frozen(identity),
+        budget_bytes=offload.budget_bytes if offload is not None else None,
+        slabs=_frozen(slabs),
+        counters=_frozen(offload_counters(offload)),
+        misses_raw=_frozen(misses_raw),
+        headroom_total=(headroom.total if headroom is not None
+                        and headroom.generation == snap.generation else None),
+        requests=requests,
+        latency=latency,
+    )
+
+
+def _why(view: View, source: str) -> str:
+    health = view.sources.get(source)
+    if health is None or not health.last_error:
+        return "no usable answer"
+    return f"{health.last_reason}: {health.last_error}"
+
+
+def _histogram(family: Family | None) -> Histogram | None:
+    if family is None or family.type != "histogram":
+        return None
+    count = total = None
+    buckets = []
+    for name, labels, value in family.samples:
+        if name.endswith("_bucket"):
+            buckets.append((float(dict(labels)["le"]), value))
+        elif name.endswith("_count") and not labels:
+            count = value
+        elif name.endswith("_sum") and not labels:
+            total = value
+    if count is None or total is None or not buckets:
+        return None
+    return Histogram(count, total, tuple(sorted(buckets)))
+
+
+def _total(family: Family | None) -> float | None:
+    if family is None:
+        return None
+    values = [v for name, labels, v in family.samples if name.endswith("_total") and not labels]
+    return values[0] if len(values) == 1 else None
+
+
+# -- JSON ---------------------------------------------------------------------------------------
+def le_text(bound: float) -> str:
+    """A bucket bound as JSON can hold it (no Infinity in JSON)."""
+    return "+Inf" if bound == math.inf else repr(bound)
+
+
+def to_json(c: Capture) -> dict[str, Any]:
+    return {
+        "at": c.at,
+        "generation": c.generation,
+        "identity": dict(c.identity),
+        "budget_bytes": c.budget_bytes,
+        "slabs": {k: dict(v) for k, v in c.slabs.items()},
+        "counters": dict(c.counters),
+        "misses_raw": dict(c.misses_raw),
+        "row_pressure_with_page_headroom_total": c.headroom_total,
+        "requests": c.requests,
+        "e2e_latency_seconds": None if c.latency is None else {
+            "count": c.latency.count, "sum": c.latency.sum,
+            "buckets": [[le_text(le), n] for le, n in c.latency.buckets]},
+    }
+
+
+def from_json(raw: Any, what: str = "capture") -> Capture:
+    """The capture `to_json` wrote; ValueError naming the field on anything else."""
+    d = obj(raw, what)
+    latency = None
+    if (h := d.get("e2e_latency_seconds")) is not None:
+        h = obj(h, f"{what}.e2e_latency_seconds")
+        pairs = h.get("buckets")
+        if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+            raise ValueError(f"{what}.e2e_latency_seconds.buckets: expected [le, count] pairs")
+        latency = Histogram(number(h.get("count"), f"{what}.count"),
+                            number(h.get("sum"), f"{what}.sum"),
+                            tuple((float(string(le, f"{what}.le")), number(n, f"{what}.bucket"))
+                                  for le, n in pairs))
+    slabs = {k: _frozen({f: count(v, f"{what}.slabs.{k}.{f}")
+                         for f, v in obj(s, f"{what}.slabs.{k}").items()})
+             for k, s in obj(d.get("slabs", {}), f"{what}.slabs").items()}
+    return Capture(
+        at=number(d.get("at"), f"{what}.at"),
+        generation=string(d.get("generation"), f"{what}.generation"),
+        identity=_frozen({k: string(v, f"{what}.identity.{k}")
+                          for k, v in obj(d.get("identity", {}), f"{what}.identity").items()}),
+        budget_bytes=opt_count(d.get("budget_bytes"), f"{what}.budget_bytes"),
+        slabs=_frozen(slabs),
+        counters=_frozen({k: count(v, f"{what}.counters.{k}")
+                          for k, v in obj(d.get("counters", {}), f"{what}.counters").items()}),
+        misses_raw=_frozen({k: count(v, f"{what}.misses_raw")
+                            for k, v in obj(d.get("misses_raw", {}), f"{what}.misses_raw").items()}),
+        headroom_total=opt_count(d.get("row_pressure_with_page_headroom_total"),
+                                 f"{what}.row_pressure_with_page_headroom_total"),
+        requests=None if d.get("requests") is None else number(d["requests"], f"{what}.requests"),
+        latency=latency,
+    )

@@ -1,0 +1,134 @@
+"""Pure arithmetic of phases: deltas between two captures, validity, probe verdicts, quantiles.
+
+A delta is None (JSON null) when either capture lacks the counter: a missing section means
+unknown, never 0 (docs/interface.md section 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from exporter.experiment.capture import Capture, le_text
+from exporter.labels import MISS_REASONS
+
+VERDICTS: Final = ("order_sensitive", "incompatible_keys", "no_reuse")
+INVALID: Final = "invalid"  # a probe pair whose phase is missing, open or invalid
+
+# Delta name -> the capture counter it comes from (exporter.derive.offload_counters keys).
+COUNTERS: Final = {
+    "lookups": "lookups.total",
+    "hits": "lookups.hits",
+    "prompt_tokens_reused": "host.prompt_tokens_reused",
+    "host_tokens_restored": "host.tokens_restored",
+    "host_stores": "host.stores",
+    "row_pressure_attempts": "evictions.row.attempts",
+    "page_pressure_attempts": "evictions.page.attempts",
+    "retired_leaves_row": "retired_leaves.row",
+    "ancestor_row_compactions": "ancestor_row_compactions",
+}
+
+
+def _diff(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else b - a
+
+
+def _counter(begin: Capture, end: Capture, key: str) -> int | None:
+    a, b = begin.counters.get(key), end.counters.get(key)
+    return None if a is None or b is None else b - a
+
+
+def deltas(begin: Capture, end: Capture) -> dict[str, Any]:
+    """What happened between two captures of one generation (docs/interface.md section 7)."""
+    out: dict[str, Any] = {name: _counter(begin, end, key) for name, key in COUNTERS.items()}
+    out["misses"] = {r: d for r in MISS_REASONS
+                     if (d := _counter(begin, end, f"lookups.misses.{r}")) is not None}
+    out["misses_raw"] = {k: v - begin.misses_raw.get(k, 0) for k, v in end.misses_raw.items()
+                         if v - begin.misses_raw.get(k, 0)}
+    headroom = _diff(begin.headroom_total, end.headroom_total)
+    out["row_pressure_with_page_headroom"] = None if headroom is None else int(headroom)
+    out["requests"] = _diff(begin.requests, end.requests)
+    latency = None
+    if begin.latency is not None and end.latency is not None:
+        before = dict(begin.latency.buckets)
+        buckets = [[le_text(le), n - before.get(le, 0.0)] for le, n in end.latency.buckets]
+        latency = {"count": end.latency.count - begin.latency.count,
+                   "sum": end.latency.sum - begin.latency.sum,
+                   "buckets": buckets}
+    out["e2e_latency_seconds"] = latency
+    out["seconds"] = end.at - begin.at
+    return out
+
+
+def problems(begin: Capture, end: Capture) -> list[str]:
+    """Why a phase's deltas cannot be trusted; empty when the phase is valid."""
+    if begin.generation != end.generation:
+        return [f"generation changed from {begin.generation} to {end.generation}: the engine "
+                "restarted during the phase and its counters began again from zero"]
+    out = []
+    decreased = sorted(k for k, v in end.counters.items()
+                       if k in begin.counters and v < begin.counters[k])
+    if decreased:
+        out.append("engine counters decreased within one generation: " + ", ".join(decreased))
+    for what, a, b in (("requests", begin.requests, end.requests),
+                       ("e2e latency count", begin.latency.count if begin.latency else None,
+                        end.latency.count if end.latency else None)):
+        if a is not None and b is not None and b < a:
+            out.append(f"engine {what} decreased within one generation")
+    return out
+
+
+def verdict(replay: Mapping[str, Any]) -> str:
+    """The probe verdict of a replay phase's deltas (docs/interface.md section 7)."""
+    hits = replay.get("hits") or 0
+    if hits > 0:
+        return "order_sensitive"
+    misses = replay.get("misses") or {}
+    if (misses.get("key_mismatch") or 0) + (misses.get("no_checkpoint") or 0) > 0:
+        return "incompatible_keys"
+    return "no_reuse"
+
+
+def per_request(value: float | None, requests: float | None) -> float | None:
+    if value is None or not requests:
+        return None
+    return value / requests
+
+
+def mean_latency(latency: Mapping[str, Any] | None) -> float | None:
+    if not latency or not latency.get("count"):
+        return None
+    return float(latency["sum"]) / float(latency["count"])
+
+
+def sum_buckets(histograms: Iterable[Mapping[str, Any] | None]) -> list[tuple[float, float]]:
+    """Bucket counts added up over several deltas (bounds as numbers, ascending)."""
+    total: dict[float, float] = {}
+    for h in histograms:
+        for le, n in (h or {}).get("buckets", ()):
+            bound = float(le)
+            total[bound] = total.get(bound, 0.0) + float(n)
+    return sorted(total.items())
+
+
+def quantile(q: float, buckets: list[tuple[float, float]] | tuple[tuple[float, float], ...]) -> float | None:
+    """Prometheus's histogram_quantile over cumulative buckets: linear within the bucket that
+    holds the rank; the highest finite bound when the rank falls in +Inf; None without data."""
+    if not buckets or buckets[-1][0] != math.inf:
+        return None
+    total = buckets[-1][1]
+    if total <= 0:
+        return None
+    rank = q * total
+    prev_bound, prev_count = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == math.inf:
+                return prev_bound
+            if count == prev_count:
+                return bound
+            return prev_bound + (bound - prev_bound) * (rank - prev_count) / (count - prev_count)
+        prev_bound, prev_count = bound, count
+    return prev_bound
+

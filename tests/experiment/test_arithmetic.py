@@ -1,0 +1,146 @@
+"""The pure parts: verdict rules, quantiles, captures as JSON, corpora and the probe's plan."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.experiment import capture as cap
+from exporter.experiment.book import decode, encode, phase_json
+from exporter.experiment.deltas import deltas, problems, quantile, verdict
+from exporter.experiment.evidence import judge, parse_pair
+from exporter.experiment.probe import CorpusError, parse_orders, plan, read_corpus
+
+
+def capture(generation: str = "g-1", **counters: int) -> cap.Capture:
+    base = {"lookups.total": 0, "lookups.hits": 0, "lookups.misses.evicted": 0,
+            "evictions.row.attempts": 0}
+    base.update({k.replace("__", "."): v for k, v in counters.items()})
+    return cap.Capture(at=1.0, generation=generation, counters=base,
+                       slabs={"page": {"capacity": 100, "free": 80, "record_bytes": 1}},
+                       headroom_total=3, requests=2.0,
+                       latency=cap.Histogram(2.0, 0.7, ((0.3, 1.0), (0.4, 2.0), (math.inf, 2.0))))
+
+
+@pytest.mark.parametrize(("replay", "expected"), [
+    ({"hits": 1, "misses": {"key_mismatch": 51}}, "order_sensitive"),
+    ({"hits": 0, "misses": {"key_mismatch": 1, "evicted": 51}}, "incompatible_keys"),
+    ({"hits": 0, "misses": {"no_checkpoint": 3}}, "incompatible_keys"),
+    ({"hits": 0, "misses": {"evicted": 52}}, "no_reuse"),
+    ({"hits": 0, "misses": {"no_prefix": 52}}, "no_reuse"),
+    ({"hits": None, "misses": {}}, "no_reuse"),
+])
+def test_verdict_rules(replay: dict[str, Any], expected: str) -> None:
+    assert verdict(replay) == expected
+
+
+def test_deltas_between_captures() -> None:
+    a = capture()
+    b = cap.Capture(at=5.0, generation="g-1",
+                    counters={"lookups.total": 52, "lookups.hits": 43,
+                              "lookups.misses.evicted": 9, "evictions.row.attempts": 112},
+                    headroom_total=115, requests=54.0,
+                    latency=cap.Histogram(54.0, 18.7, ((0.3, 10.0), (0.4, 54.0),
+                                                       (math.inf, 54.0))))
+    d = deltas(a, b)
+    assert (d["lookups"], d["hits"], d["misses"], d["row_pressure_attempts"]) == (
+        52, 43, {"evicted": 9}, 112)
+    assert d["row_pressure_with_page_headroom"] == 112
+    assert d["requests"] == 52
+    assert d["e2e_latency_seconds"] == {"count": 52.0, "sum": pytest.approx(18.0),
+                                        "buckets": [["0.3", 9.0], ["0.4", 52.0], ["+Inf", 52.0]]}
+    assert d["host_stores"] is None  # absent from the snapshot: unknown, not 0
+    assert problems(a, b) == []
+
+
+def test_problems_name_a_restart_and_a_decrease() -> None:
+    assert "generation changed from g-1 to g-2" in problems(capture(), capture("g-2"))[0]
+    went_down = problems(capture(lookups__total=5), capture(lookups__total=4))
+    assert went_down == ["engine counters decreased within one generation: lookups.total"]
+
+
+# Rank q x 4 among ((0.3, 1), (0.4, 3), (0.5, 4), (+Inf, 4)), linear within its bucket: q=0.5 is
+# rank 2, the middle of (0.3, 0.4]; q=0.95 is rank 3.8, 80 % into (0.4, 0.5].
+@pytest.mark.parametrize(("q", "expected"), [(0.25, 0.3), (0.5, 0.35), (0.95, 0.48), (1.0, 0.5)])
+def test_quantile_interpolates_like_histogram_quantile(q: float, expected: float) -> None:
+    buckets = ((0.3, 1.0), (0.4, 3.0), (0.5, 4.0), (math.inf, 4.0))
+    assert quantile(q, buckets) == pytest.approx(expected)
+
+
+def test_quantile_without_data_or_in_the_inf_bucket() -> None:
+    assert quantile(0.5, ()) is None
+    assert quantile(0.5, ((0.3, 0.0), (math.inf, 0.0))) is None
+    assert quantile(0.99, ((0.3, 1.0), (math.inf, 10.0))) == 0.3
+
+
+def test_captures_survive_the_state_file_round_trip() -> None:
+    from exporter.experiment.book import Phase
+
+    phases = (Phase("a/1", capture(), capture(lookups__total=4), "why", None),
+              Phase("a/2", capture()))
+    assert decode(encode(phases)) == phases
+    shown = phase_json(phases[0])
+    json.dumps(shown, allow_nan=False)  # +Inf travels as text
+    assert shown["end"]["e2e_latency_seconds"]["buckets"][-1] == ["+Inf", 2.0]
+
+
+@pytest.mark.parametrize("doc", [
+    {"format": 2, "phases": []},
+    {"format": 1, "phases": {}},
+    {"format": 1, "phases": [{"name": "a", "begin": {"at": "x", "generation": "g"}}]},
+    {"format": 1, "phases": [{"name": "a", "begin": {"at": 1, "generation": "g",
+                                                       "counters": {"x": -1}}}]},
+    {"format": 1, "phases": [{"name": "a", "begin": {"at": 1, "generation": "g"}}] * 2},
+])
+def test_a_malformed_state_file_is_refused(doc: dict[str, Any]) -> None:
+    with pytest.raises((ValueError, KeyError, TypeError)):
+        decode(json.dumps(doc).encode())
+
+
+def test_judge_refuses_what_cannot_be_judged() -> None:
+    ok = {"state": "ended", "valid": True, "generation": "g", "deltas": {"hits": 3}}
+    phases = {"p": ok, "r": ok, "open": {**ok, "state": "open"},
+              "bad": {**ok, "valid": False, "invalid_reasons": ["restarted"]}}
+    assert judge(phases, "p", "r")["verdict"] == "order_sensitive"
+    assert "not found" in judge(phases, "p", "x")["why"]
+    assert "has not ended" in judge(phases, "p", "open")["why"]
+    assert "restarted" in judge(phases, "bad", "r")["why"]
+
+
+@pytest.mark.parametrize("text", ["a", "a:", ":b", "a:b:c"])
+def test_probe_pairs_need_two_names(text: str) -> None:
+    with pytest.raises(ValueError, match="PRIME:REPLAY"):
+        parse_pair(text)
+
+
+def test_corpus_lines_are_kept_byte_for_byte(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"prompt": "a",  "max_tokens": 1}\r\n\n{"prompt":"b"}')
+    corpus = read_corpus(path)
+    assert corpus.bodies == (b'{"prompt": "a",  "max_tokens": 1}', b'{"prompt":"b"}')
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"", "no bodies"), (b'{"a": 1}\nnot json\n', ":2: not JSON"), (b"[1]\n", ":1: a body must"),
+])
+def test_a_bad_corpus_is_refused_before_anything_is_sent(tmp_path: Path, content: bytes,
+                                                         message: str) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(CorpusError, match=message):
+        read_corpus(path)
+
+
+def test_plan_names_each_pass(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"prompt": "a"}\n')
+    corpus = read_corpus(path)
+    names = [p.phase for p in plan("lane", parse_orders("forward,reverse"), 3, corpus)]
+    assert names == ["lane/forward-1", "lane/reverse-2", "lane/1", "lane/2", "lane/3"]
+    assert [p.order for p in plan("x", ["forward", "reverse"], 1, corpus)][-1] == "reverse"
+    with pytest.raises(ValueError, match="--order"):
+        parse_orders("forward,sideways")
