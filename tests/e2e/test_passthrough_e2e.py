@@ -32,14 +32,28 @@ def exported(sidecar_url: str, name: str) -> float | None:
     return values[0] if len(values) == 1 else None
 
 
+def poll_cycles(sidecar_url: str) -> float:
+    return exported(sidecar_url, "helios_exporter_poll_cycles_total") or 0.0
+
+
 def test_requests_counter_counts_every_request_served(stack: Stack) -> None:
-    engine, engine_url = stack.simulator("steady", "--seed", "5", "--rate", "20")
-    sidecar, sidecar_url = stack.sidecar(engine_url, "--poll-interval", "0.5")
-    wait_for(lambda: engine_counts(engine_url)[0] >= 262, 90, "262 requests served", engine)
-    httpx.post(engine_url + "/admin/traffic", json={"enabled": False}, timeout=5)
-    wait_for(lambda: engine_counts(engine_url)[2] == 0, 60, "requests to finish", engine)
-    served, visible, _ = engine_counts(engine_url)
-    assert served >= 262 and visible == 50  # the engine shows only its latest 50 request ids
+    # The test drives the traffic itself, in batches smaller than the engine's 50 visible ids,
+    # each followed by a whole poll cycle of the sidecar: every request-id series is seen at least
+    # once however loaded the machine is, so the exported total must equal what the engine served.
+    _engine, engine_url = stack.simulator("idle", "--seed", "5", "--time-scale", "50")
+    sidecar, sidecar_url = stack.sidecar(engine_url, "--poll-interval", "0.2")
+    batch, batches = 30, 9
+    with httpx.Client(base_url=engine_url, timeout=10) as client:
+        for b in range(batches):
+            for i in range(batch):
+                body = {"prompt": f"batch {b} request {i} " + "tokens " * 40, "max_tokens": 4}
+                assert client.post("/v1/completions", json=body).status_code == 200
+            seen = poll_cycles(sidecar_url)
+            wait_for(lambda seen=seen: poll_cycles(sidecar_url) >= seen + 2, 30,
+                     "a whole poll cycle after the batch", sidecar)
+    served, visible, running = engine_counts(engine_url)
+    assert running == 0
+    assert served == batch * batches and visible == 50  # the engine shows only its latest 50 ids
     wait_for(lambda: exported(sidecar_url, LATENCY_COUNT) == served, 15,
              "the sidecar to poll the idle engine", sidecar)
     assert exported(sidecar_url, REQUESTS) == served
