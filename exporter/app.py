@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
@@ -22,6 +22,7 @@ from exporter.bearer import gated_body
 from exporter.experiment.book import PhaseBook
 from exporter.experiment.routes import add_phase_routes
 from exporter.loop import PollLoop
+from exporter.oncall.html import HEADERS as PAGE_HEADERS
 from exporter.restore.events import RestoreEventIn, RestoreEventOut, RestoreEventRefused
 
 log = structlog.get_logger("helios_exporter.app")
@@ -73,9 +74,11 @@ def build_app(
     status: Callable[[], dict[str, Any]],
     events_token: bytes | None,
     phases: PhaseBook | None = None,
+    page: Callable[[], str] | None = None,
 ) -> FastAPI:
     """`phases`: the experiment phase book (POST/GET /experiment/phases, same token as the
-    events API); without it those routes do not exist."""
+    events API); without it those routes do not exist. `page` renders the on-call page at `/`
+    (not served when None)."""
     app = FastAPI(title="helios-exporter", version="0.1.0", docs_url=None, redoc_url=None)
 
     @app.exception_handler(RequestValidationError)
@@ -105,6 +108,14 @@ def build_app(
     @app.get("/status")
     async def status_endpoint() -> dict[str, Any]:
         return status()
+
+    if page is not None:
+        render = page
+
+        @app.get("/", response_class=HTMLResponse)
+        async def status_page() -> HTMLResponse:
+            """The on-call page: /status as one self-contained HTML page (docs/status-page.md)."""
+            return HTMLResponse(render(), headers=PAGE_HEADERS)
 
     @app.post(
         "/restore/events",

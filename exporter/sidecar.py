@@ -24,6 +24,7 @@ from exporter.defaults import HOST_TIMEOUT
 from exporter.experiment.book import PhaseBook, PhaseStore
 from exporter.experiment.capture import Capture, capture_of
 from exporter.loop import PollLoop
+from exporter.oncall.html import page
 from exporter.pins import Pins
 from exporter.registry import build_registry
 from exporter.restore import preflight
@@ -62,6 +63,11 @@ class Sidecar:
 
     def status(self) -> dict[str, Any]:
         return status(self.loop.view, self.keeper.bounds, self.config, self.clock())
+
+    def page(self) -> str:
+        """The on-call page (`GET /`): /status and the page read one clock reading."""
+        now = self.clock()
+        return page(status(self.loop.view, self.keeper.bounds, self.config, now), now)
 
 
 def build(
@@ -178,7 +184,7 @@ async def serve(config: Config) -> int:
     sidecar.loop.load_state()
     sidecar.phases.load()
     app = build_app(sidecar.loop, sidecar.cache, sidecar.status, sidecar.events_token,
-                    sidecar.phases)
+                    sidecar.phases, page=sidecar.page)
     server = _Server(uvicorn.Config(
         app, host=config.listen_host, port=config.listen_port, log_config=None,
         access_log=False, lifespan="off", timeout_graceful_shutdown=2,

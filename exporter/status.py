@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from exporter import geometry
@@ -19,6 +20,8 @@ def status(view: View, bounds: Bounds, config: Config, now: float) -> dict[str, 
     return {
         "generation": snap.generation if snap else None,
         "generation_derived": snap.generation_derived if snap else None,
+        # The current engine's identity (None: no snapshot yet, or the engine sends none).
+        "identity": None if snap is None or snap.identity is None else asdict(snap.identity),
         "snapshot_dropped_fields": list(snap.dropped_fields) if snap else [],
         "engine_url": config.engine_url,
         "engine_up": view.engine.snapshot_current,
