@@ -1,4 +1,5 @@
-"""Console script `helios-exporter`: serve, simulate, check, demo; phase, evidence, probe, compare."""
+"""Console script `helios-exporter`: serve, check, status, simulate, demo; phase, evidence, probe,
+compare."""
 
 from __future__ import annotations
 
@@ -124,6 +125,11 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="poll the engine once and print what would be exported",
                            epilog=_ENV_EPILOG)
     cfg.add_arguments(check, "check")
+    status = sub.add_parser("status", help="the on-call status page of a running sidecar, in "
+                            "the terminal", epilog=_ENV_EPILOG)
+    status.env_defaults = True
+    from exporter.oncall.terminal import add_arguments as status_arguments
+    status_arguments(status)
     simulate = sub.add_parser("simulate", help="run the simulated engine", epilog=_ENV_EPILOG)
     simulate.env_defaults = True
     try:
@@ -164,6 +170,9 @@ def run(args: argparse.Namespace) -> int:
             return asyncio.run(serve(config))
         from exporter.check import check
         return asyncio.run(check(config))
+    if args.command == "status":
+        from exporter.oncall.terminal import run as status_run
+        return status_run(args)
     from exporter.experiment.commands import COMMANDS
     if args.command in COMMANDS:
         return COMMANDS[args.command][2](args)

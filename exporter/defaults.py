@@ -39,3 +39,7 @@ MAX_PHASES_KEPT: Final = 512
 
 LOG_FORMAT: Final = "auto"
 LOG_LEVEL: Final = "info"
+
+# `helios-exporter status`: seconds between redraws with --watch, and to wait for the sidecar.
+WATCH_INTERVAL: Final = 2.0
+STATUS_TIMEOUT: Final = 5.0
