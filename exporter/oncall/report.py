@@ -145,9 +145,9 @@ def _next_steps(status: Mapping[str, Any], window: Mapping[str, Any] | None, fai
         steps.append(("Follow the restore checklist in", _runbook("HeliosRestoreWindowOpen"),
                       "; the window closes when the restored engine admits requests again"))
     if failed_checks:
-        steps.append(("A post-restore check failed: compare expected and found above and see",
-                      _runbook("HeliosRestoreCheckFailed"), "(", Link("restore.failed_checks",
-                                                                     "status"), ")"))
+        steps.append(("A post-restore check failed: compare expected and found under",
+                      Link("Post-restore checks", "#checks"), "and see",
+                      _runbook("HeliosRestoreCheckFailed")))
     if any(p.result is FAILED for p in pins):
         steps.append(("The engine does not match a pin: it is not the engine this run was set up"
                       " with; compare expected and found under", Link("Pins", "#pins")))

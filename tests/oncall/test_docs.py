@@ -1,0 +1,31 @@
+"""The runbooks point to the status page and the terminal view; the page's doc shows its pictures."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+RUNBOOKS = sorted((ROOT / "docs" / "runbooks").glob("*.md"))
+
+
+@pytest.mark.parametrize("runbook", RUNBOOKS, ids=[p.stem for p in RUNBOOKS])
+def test_every_runbook_says_where_to_see_it(runbook: Path) -> None:
+    line = next((ln for ln in runbook.read_text().splitlines() if ln.startswith("**See it:**")),
+                None)
+    assert line is not None, f"{runbook.name} has no **See it:** line"
+    assert "`http://<sidecar>:19400/`" in line
+    assert "`helios-exporter status --sidecar http://<sidecar>:19400 --watch`" in line
+    assert "(../status-page.md)" in line
+
+
+def test_the_status_page_doc_shows_its_pictures() -> None:
+    doc = (ROOT / "docs" / "status-page.md").read_text()
+    pictures = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", doc)
+    assert len(pictures) == 4
+    for picture in pictures:
+        assert (ROOT / "docs" / picture).is_file(), picture
+    assert "(docs/status-page.md)" in (ROOT / "README.md").read_text()
