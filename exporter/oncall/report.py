@@ -50,6 +50,14 @@ def build(status: Mapping[str, Any], now: float) -> Report:
     else:
         phase = restore.get("phase")
         summary.append(("good", (OK, "no restore window open; phase", code(phase))))
+    last = field(restore, "last_window")
+    outcome = field(last, "outcome")
+    if window is None and outcome == "late":
+        summary.append(("bad", (Word("late", "bad"), "the last restore window ended after its "
+                                "restore deadline, at", *_end(last))))
+    elif window is None and outcome == "unobserved":
+        summary.append(("warn", (Word("unobserved", "warn"), "the engine was restored while the "
+                                 "sidecar was down; found at", *_end(last))))
     failed = [r for r in checks if r.result is FAILED]
     for row in failed:
         summary.append(("bad", (FAILED, "post-restore check", Code(row.name), *row.why())))
@@ -83,7 +91,7 @@ def build(status: Mapping[str, Any], now: float) -> Report:
         summary=tuple(cell for _, cell in summary),
         sections=(
             Section("next", "What to do next", (Steps(tuple(_next_steps(
-                status, window, bool(failed), pins, rules, sources))),)),
+                status, window, now, bool(failed), pins, rules, sources))),)),
             Section("window", "Restore window", _window_blocks(restore, window, status, now)),
             Section("checks", "Post-restore checks", parts.checks_blocks(restore, checks)),
             Section("engine", "Engine", (_engine_fields(status, restore),)),
@@ -96,6 +104,11 @@ def build(status: Mapping[str, Any], now: float) -> Report:
 
 
 # -- summary ------------------------------------------------------------------------------------
+def _end(last: Any) -> Cell:
+    end = number(field(last, "end"))
+    return (UNKNOWN,) if end is None else (At(end),)
+
+
 def _deadline(window: Mapping[str, Any], name: str, now: float) -> tuple[float | None, float | None]:
     """(deadline, seconds left) of `request_cutoff` or `restore`, from whatever /status gives."""
     at = number(window.get(f"{name}_deadline"))
@@ -128,13 +141,13 @@ def _runbook(alert: str) -> Code:
     return Code(f"{RUNBOOKS}/{alert}.md")
 
 
-def _next_steps(status: Mapping[str, Any], window: Mapping[str, Any] | None, failed_checks: bool,
-                pins: list[parts.Row], rules: list[parts.Row],
+def _next_steps(status: Mapping[str, Any], window: Mapping[str, Any] | None, now: float,
+                failed_checks: bool, pins: list[parts.Row], rules: list[parts.Row],
                 sources: list[parts.Row]) -> list[Cell]:
     steps: list[Cell] = []
     if window is not None:
-        _, cutoff_left = _deadline(window, "request_cutoff", 0.0)
-        _, restore_left = _deadline(window, "restore", 0.0)
+        _, cutoff_left = _deadline(window, "request_cutoff", now)
+        _, restore_left = _deadline(window, "restore", now)
         if restore_left is not None and restore_left < 0:
             steps.append(("The restore deadline has passed: escalate now, see",
                           _runbook("HeliosRestoreBoundBreached")))
@@ -216,7 +229,8 @@ def _engine_fields(status: Mapping[str, Any], restore: Mapping[str, Any]) -> Fie
         generation = (*generation, "(derived by the sidecar: the engine sends none)")
     up = status.get("engine_up")
     rows: list[tuple[str, Cell]] = [
-        ("snapshot", (passed(up), "answering" if up else "not answering" if up is False else "")),
+        ("snapshot", (passed(up), "answering" if up else "not answering; below, the last good"
+                      " snapshot" if up is False else "")),
         ("generation", generation),
     ]
     if isinstance(identity, Mapping):

@@ -268,3 +268,22 @@ def test_every_runbook_the_view_names_exists() -> None:
     for path in named:
         assert path.endswith("/") or (ROOT / path).is_file(), path
     assert Path(ROOT / "docs/runbooks").is_dir()
+
+
+def test_a_late_last_window_is_in_the_summary() -> None:
+    status = samples.wrong_container()
+    status["restore"]["last_window"]["outcome"] = "late"
+    end = status["restore"]["last_window"]["end"]
+    shown = page(status).text
+    assert (f"late the last restore window ended after its restore deadline, at {utc(end)}"
+            in shown)
+
+
+def test_deadlines_without_seconds_left_are_counted_from_now() -> None:
+    # An older /status may give the deadlines only: the time left is counted from `now`.
+    status = samples.open_window(started_ago=5400 + 60)
+    for key in ("seconds_to_request_cutoff", "seconds_to_restore_deadline"):
+        del status["restore"]["window"][key]
+    shown = page(status).text
+    assert "PASSED restore deadline" in shown and "passed 1 min 0 s ago" in shown
+    assert "docs/runbooks/HeliosRestoreBoundBreached.md" in shown
