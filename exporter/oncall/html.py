@@ -57,7 +57,7 @@ h2{font-size:1.15rem;margin:1.6rem 0 .4rem;border-bottom:1px solid var(--line)}
 a{color:var(--link)}
 code{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:.92em;background:var(--code);
 padding:0 .2em;border-radius:3px}
-code.long{overflow-wrap:anywhere}time,[data-until],[data-since]{white-space:nowrap}[data-until]{font-weight:700}
+code.long{overflow-wrap:anywhere}code:not(.long){white-space:nowrap}time,[data-until],[data-since]{white-space:nowrap}[data-until]{font-weight:700}
 .meta,footer{color:var(--muted);font-size:.92rem}
 nav ul{list-style:none;padding:0;margin:.4rem 0;display:flex;flex-wrap:wrap;gap:.2rem .9rem}
 .w{display:inline-block;padding:0 .35em;border-radius:3px;font-weight:700;letter-spacing:.02em}

@@ -30,7 +30,7 @@ from exporter.restore.window import CHECKS
 IDENTITY: Final = (("image_digest", "image digest"), ("container_id", "container id"),
                    ("package", "package"), ("checkpoint", "checkpoint"))
 IDENTITY_CHECKS: Final = ("image", "container", "package", "checkpoint")
-ENGINE_ROLES: Final = (("incumbent", "incumbent"), ("reference", "reference (compared with)"),
+ENGINE_ROLES: Final = (("incumbent", "incumbent"), ("reference", "reference"),
                        ("restored", "restored"))
 OUTCOME_WORDS: Final = {"in_time": Word("in_time", "good"), "late": Word("late", "bad"),
                         "aborted": Word("aborted", "warn"), "unobserved": Word("unobserved", "warn")}
@@ -211,20 +211,29 @@ def sources_table(rows: list[Row]) -> Table:
 # -- engines, admission, the last window --------------------------------------------------------
 def engines_table(caption: str, holder: Mapping[str, Any],
                   extra: tuple[tuple[str, Any], ...] = ()) -> Table:
-    rows = []
-    for label, engine in ((label, holder.get(key)) for key, label in ENGINE_ROLES):
-        if isinstance(engine, Mapping):
-            rows.append(_engine_row(label, engine))
-    for label, engine in extra:
-        if isinstance(engine, Mapping):
-            rows.append(_engine_row(label, engine))
-    return Table(caption, ("engine", "generation", *(lbl for _, lbl in IDENTITY)), tuple(rows),
-                 empty="not known yet")
-
-
-def _engine_row(label: str, engine: Mapping[str, Any]) -> tuple[Cell, ...]:
-    return ((label,), (code(engine.get("generation")),),
-            *((code(engine.get(key)),) for key, _ in IDENTITY))
+    """The engines of a window side by side, one row per field, so that what changed across a
+    restore reads along a row. Engines that are the same incarnation share a column
+    ("incumbent = reference"); an identity field that differs from the first column says so."""
+    engines: list[tuple[list[str], Mapping[str, Any]]] = []
+    found = [(label, holder.get(key)) for key, label in ENGINE_ROLES] + list(extra)
+    for label, engine in found:
+        if not isinstance(engine, Mapping):
+            continue
+        same = next((labels for labels, seen in engines if dict(seen) == dict(engine)), None)
+        if same is not None:
+            same.append(label)
+        else:
+            engines.append(([label], engine))
+    rows: list[tuple[Cell, ...]] = []
+    for key, label in (("generation", "generation"), *IDENTITY):
+        values = [engine.get(key) for _, engine in engines]
+        rows.append(((label,), *(
+            # A new generation is what a restore should bring: only identity changes are marked.
+            (code(value), Word("differs", "warn")) if i and key != "generation"
+            and value != values[0] else (code(value),)
+            for i, value in enumerate(values))))
+    return Table(caption, ("identity", *(" = ".join(labels) for labels, _ in engines)),
+                 tuple(rows) if engines else (), empty="not known yet")
 
 
 def admission_cell(admission: Mapping[str, Any]) -> Cell:

@@ -122,8 +122,10 @@ def _window_summary(window: Mapping[str, Any], restore: Mapping[str, Any],
                     now: float) -> list[tuple[Tone, Cell]]:
     start = number(window.get("start"))
     opened: Cell = ("since", At(start), "(", Since(now - start), ")") if start else ()
+    inflight = number(window.get("incumbent_inflight_requests", window.get("last_inflight")))
+    draining: Cell = (f"; {inflight:g} requests in flight",) if inflight else ()
     lines: list[tuple[Tone, Cell]] = [("warn", (Word("RESTORE WINDOW OPEN", "warn"), "phase",
-                                                code(restore.get("phase")), *opened))]
+                                                code(restore.get("phase")), *opened, *draining))]
     for name, label in (("request_cutoff", "request cutoff"), ("restore", "restore deadline")):
         at, left = _deadline(window, name, now)
         if at is None or left is None:
@@ -212,7 +214,9 @@ def _window_blocks(restore: Mapping[str, Any], window: Mapping[str, Any] | None,
                        ("incumbent_gone", "incumbent gone"),
                        ("engine_unreachable", "engine unreachable"),
                        ("restore_started", "restore started (event)")):
-        if key in window:
+        if key == "lost_requests" and key in window and window[key] is None:
+            rows.append((label, ("none so far",)))  # None while open: nothing lost yet
+        elif key in window:
             rows.append((label, (text(window.get(key)),)))
     preflight = mapping(window.get("preflight"))
     if preflight:

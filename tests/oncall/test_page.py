@@ -93,6 +93,10 @@ def test_failed_container_check_shows_expected_and_found() -> None:
     assert (f"FAILED post-restore check container expected {INCUMBENT['container_id']} found "
             f"{RESTORED['container_id']}") in shown
     assert "image ok" in shown and "Summary: FAILED" in shown
+    # The engines side by side: the changed container id is marked, the new generation is not.
+    assert (f"container id {INCUMBENT['container_id']} {RESTORED['container_id']} differs"
+            in shown)
+    assert f"generation {INCUMBENT['generation']} {RESTORED['generation']} " in shown
     assert "docs/runbooks/HeliosRestoreCheckFailed.md" in shown
 
 
@@ -287,3 +291,13 @@ def test_deadlines_without_seconds_left_are_counted_from_now() -> None:
     shown = page(status).text
     assert "PASSED restore deadline" in shown and "passed 1 min 0 s ago" in shown
     assert "docs/runbooks/HeliosRestoreBoundBreached.md" in shown
+
+
+def test_a_draining_window_says_what_is_in_flight_and_nothing_lost_yet() -> None:
+    status = samples.open_window()
+    status["restore"]["phase"] = "draining"
+    status["restore"]["window"].update(incumbent_inflight_requests=3, incumbent_gone=False)
+    shown = page(status).text
+    assert "RESTORE WINDOW OPEN phase draining since" in shown
+    assert "ago); 3 requests in flight" in shown
+    assert "incumbent in-flight requests 3" in shown and "lost requests none so far" in shown
