@@ -129,15 +129,14 @@ def pin_rows(status: Mapping[str, Any]) -> list[Row]:
 
 def _value(value: Any) -> Any:
     if isinstance(value, Mapping):  # per GPU, e.g. the power limit of each rank's GPU
-        return ", ".join(f"{k}: {text(v)}" for k, v in value.items()) or UNKNOWN
+        return ", ".join(f"{k}: {'unknown' if v is None else text(v)}"
+                         for k, v in value.items()) or UNKNOWN
     return code(value) if isinstance(value, str) else text(value)
 
 
 def _geometry(status: Mapping[str, Any]) -> Any:
-    for key in ("geometry", "offload_geometry"):
-        if key in status:
-            return status[key]
-    return ...
+    """`offload_geometry` (None: nothing to check); `...` when this /status has no such field."""
+    return status.get("offload_geometry", ...)
 
 
 def geometry_rows(status: Mapping[str, Any]) -> list[Row]:

@@ -124,13 +124,19 @@ def test_pins_and_geometry_when_status_reports_them() -> None:
     status = samples.base()
     status["pins"] = [{"pin": "checkpoint", "expected": "qwen3-next-w4a16-r3",
                        "found": "qwen3-next-w4a16-r2", "ok": False},
-                      {"pin": "ranks", "expected": 2, "found": 2, "ok": True}]
-    status["geometry"] = {"consistent": False, "rules": [
+                      {"pin": "ranks", "expected": 2, "found": 2, "ok": True},
+                      {"pin": "power_limit", "expected": 300.0, "ok": None,
+                       "found": {"GPU-7d2c": 300.0, "GPU-91aa": None}}]
+    status["offload_geometry"] = {"consistent": False, "failed": ["resident_within_budget"],
+                                  "rules": [
         {"rule": "resident_within_budget", "ok": False, "value": 9, "limit": 8,
          "detail": "resident.bytes 9 > budget_bytes 8"}]}
     shown = page(status).text
     assert "checkpoint FAILED qwen3-next-w4a16-r3 qwen3-next-w4a16-r2" in shown
     assert "ranks ok 2 2" in shown
+    assert "power_limit unknown 300 GPU-7d2c: 300, GPU-91aa: unknown" in shown
+    status["offload_geometry"] = None
+    assert "offload geometry: the snapshot carries no offload figures" in page(status).text
     assert "resident_within_budget FAILED resident.bytes 9 > budget_bytes 8" in shown
     assert "FAILED pin checkpoint expected qwen3-next-w4a16-r3 found qwen3-next-w4a16-r2" in shown
 
@@ -212,7 +218,7 @@ def test_every_value_from_the_engine_is_escaped() -> None:
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
                     lambda inner: st.lists(inner, max_size=3)
                     | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=12)
-KEYS = ("generation", "identity", "engine_up", "restore", "sources", "pins", "geometry",
+KEYS = ("generation", "identity", "engine_up", "restore", "sources", "pins", "offload_geometry",
         "bounds", "engine_url", "snapshot_dropped_fields", "poll_cycles")
 RESTORE_KEYS = ("phase", "window", "checks", "failed_checks", "checks_window", "last_window",
                 "admission", "state_write_errors", "last_verified_engine")
