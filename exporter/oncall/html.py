@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from exporter.oncall import report
 from exporter.oncall.model import (
+    TONE_WORDS,
     At,
     Block,
     Cell,
@@ -42,7 +43,6 @@ from exporter.oncall.model import (
 REFRESH_SECONDS: Final = 10
 LONG_CODE: Final = 24  # characters
 TITLE: Final = "Helios restore status"
-TONE_WORDS: Final = {"bad": "FAILED", "warn": "WINDOW OPEN", "good": "ok", "neutral": "unknown"}
 
 STYLE: Final = """
 :root{color-scheme:light dark;--bg:#fff;--fg:#111;--muted:#444;--line:#bbb;--link:#0645ad;

@@ -64,6 +64,9 @@ Cell = tuple[Piece, ...]
 OK: Word = Word("ok", "good")
 FAILED: Word = Word("FAILED", "bad")
 UNKNOWN: Word = Word("unknown", "neutral")
+# The word for a whole report, by its tone: the page's title and both summaries.
+TONE_WORDS: dict[Tone, str] = {"bad": "FAILED", "warn": "WINDOW OPEN", "good": "ok",
+                               "neutral": "unknown"}
 
 
 @dataclass(frozen=True, slots=True)

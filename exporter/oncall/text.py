@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from exporter.oncall.model import (
+    TONE_WORDS,
     At,
     Block,
     Cell,
@@ -31,7 +32,6 @@ from exporter.oncall.model import (
 )
 
 SGR: Final = {"bad": "1;31", "good": "32", "warn": "1;33", "neutral": "", "title": "1"}
-TONE_WORDS: Final = {"bad": "FAILED", "warn": "WINDOW OPEN", "good": "ok", "neutral": "unknown"}
 INDENT: Final = "  "
 GAP: Final = "  "
 LAST_COLUMN: Final = 16  # columns a table's last column needs, at least, to stay a table
