@@ -19,13 +19,16 @@ from typing import Any
 
 import httpx
 
+from simulator.engine import EngineConfig
 from tools.chromium import Chromium, chromium
 from tools.harness import Proc, Procs, wait_until
 
 # Long bounds, so that both deadlines are ahead while the pictures are taken; a fast poll and a
-# short grace, so that each step shows within a second.
+# short grace, so that each step shows within a second; the pins the simulated engine meets.
 SIDECAR_ARGS = ("--poll-interval", "0.3", "--down-grace", "1", "--request-cutoff", "4200",
-                "--restore-bound", "5400")
+                "--restore-bound", "5400", "--expect-checkpoint", EngineConfig.checkpoint,
+                "--expect-package", EngineConfig.package,
+                "--expect-ranks", str(EngineConfig.num_ranks))
 DESKTOP = {"width": 1100, "height": 900}
 PHONE = {"width": 390, "height": 844, "mobile": True}
 
