@@ -40,7 +40,7 @@ def test_page_in_chromium_during_a_window_and_after_the_wrong_container(
             assert f"request cutoff {cutoff}, in 1 h 9 min" in shown, name
             assert f"restore deadline {restore}, in 1 h 29 min" in shown, name
             # The pins the sidecar was started with, expected against found.
-            assert re.search(r"\nranks\tok\t2\t2\n", shown), shown
+            assert re.search(r"\nranks\s+ok\s+2\s+2\n", shown), shown
             # One column: nothing wider than the screen, on the phone too.
             assert browser.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
         # The countdown runs (the script is allowed by the page's CSP) ...
