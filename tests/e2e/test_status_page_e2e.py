@@ -59,14 +59,13 @@ def test_page_in_chromium_during_a_window_and_after_the_wrong_container(
         assert re.search(r"FAILED post-restore check container", shown)
         row = re.search(r"\ncontainer\tFAILED\t([^\t\n]*)\t([^\t\n]*)\n", shown)
         assert row, shown
-        if "failed_checks" in after["restore"]:  # a /status with expected and found
-            reason = next(r for r in after["restore"]["failed_checks"]
-                          if r["check"] == "container")
-            assert row.groups() == (reason["expected"], reason["found"])
-            assert reason["expected"] != reason["found"]
-            assert reason["found"] == after["identity"]["container_id"]
-        else:
-            assert row.groups() == ("unknown", "unknown")
+        # Both container ids: the one before the restore, and the new one the engine runs in.
+        reason = next(r for r in after["restore"]["failed_checks"] if r["check"] == "container")
+        before_id = after["restore"]["last_window"]["incumbent"]["container_id"]
+        assert row.groups() == (before_id, after["identity"]["container_id"])
+        assert reason["expected"] == before_id and before_id != after["identity"]["container_id"]
+        assert re.search(rf"\ncontainer id\s+{before_id}\s+"
+                         rf"{after['identity']['container_id']}\s+differs\n", shown), shown
         assert "docs/runbooks/HeliosRestoreCheckFailed.md" in shown
 
     # The page asked the sidecar for itself and for nothing else, and broke no rule of its CSP.

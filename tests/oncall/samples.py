@@ -1,7 +1,5 @@
-"""`/status` dicts for the on-call view's tests, shaped like what sidecars answer: `base` as the
-current sidecar does; `open_window` and `wrong_container` with the restore fields of a newer one
-(failed checks with expected and found, the window's evidence), which the view shows when present.
-"""
+"""`/status` dicts for the on-call view's tests, shaped like what the sidecar answers (exporter/status.py
+and exporter/restore/report.py): serving, a window open, a restore into the wrong container."""
 
 from __future__ import annotations
 
@@ -29,8 +27,15 @@ def base() -> dict[str, Any]:
         "snapshot_dropped_fields": [],
         "engine_url": "http://127.0.0.1:8000",
         "engine_up": True,
-        "restore": {"phase": "serving", "window_open": False, "window": None, "checks": {},
-                    "last_window": None, "state_file": "/var/lib/helios-exporter/restore-state.json",
+        "pins": [],
+        "offload_geometry": None,
+        "restore": {"phase": "serving", "window_open": False,
+                    "admission": {"state": "open", "inflight_requests": 0,
+                                  "generation": INCUMBENT["generation"], "seen_at": NOW - 1,
+                                  "age_seconds": 1.0},
+                    "window": None, "checks": {}, "failed_checks": [], "checks_window": None,
+                    "last_window": None, "last_verified_engine": None, "unplanned_restarts": 0,
+                    "state_file": "/var/lib/helios-exporter/restore-state.json",
                     "state_write_errors": 0, "last_state_write_error": None},
         "bounds": {"request_cutoff": 4200.0, "restore_bound": 5400.0, "down_grace": 60.0},
         "sources": {"engine_snapshot": _source(True, NOW - 1), "engine_metrics": _source(True, NOW - 1),
