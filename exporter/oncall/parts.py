@@ -266,9 +266,12 @@ def last_window_blocks(restore: Mapping[str, Any]) -> tuple[Block, ...]:
     evidence = last.get("evidence")
     if isinstance(evidence, Mapping):
         before, after = number(evidence.get("not_before")), number(evidence.get("not_after"))
-        rows.append(("restore completed", (
-            "after", At(before) if before is not None else UNKNOWN,
-            "and by", At(after) if after is not None else UNKNOWN)))
+        if before is not None and before == after:
+            rows.append(("restore completed", (At(after), "(seen by the sidecar)")))
+        else:
+            rows.append(("restore completed", (
+                "after", At(before) if before is not None else UNKNOWN,
+                "and by", At(after) if after is not None else UNKNOWN)))
     if "lost_requests" in last:
         rows.append(("lost requests", (text(last.get("lost_requests")),)))
     return (Fields(tuple(rows)), engines_table("Engines of the last window", last, verified))

@@ -93,6 +93,8 @@ def test_failed_container_check_shows_expected_and_found() -> None:
     assert (f"FAILED post-restore check container expected {INCUMBENT['container_id']} found "
             f"{RESTORED['container_id']}") in shown
     assert "image ok" in shown and "Summary: FAILED" in shown
+    end = samples.wrong_container()["restore"]["last_window"]["end"]
+    assert f"restore completed {utc(end)} (seen by the sidecar)" in shown
     # The engines side by side: the changed container id is marked, the new generation is not.
     assert (f"container id {INCUMBENT['container_id']} {RESTORED['container_id']} differs"
             in shown)
@@ -284,7 +286,9 @@ def test_a_late_last_window_is_in_the_summary() -> None:
     status = samples.wrong_container()
     status["restore"]["last_window"]["outcome"] = "late"
     end = status["restore"]["last_window"]["end"]
+    status["restore"]["last_window"]["evidence"]["not_before"] = end - 600
     shown = page(status).text
+    assert f"restore completed after {utc(end - 600)} and by {utc(end)}" in shown
     assert (f"late the last restore window ended after its restore deadline, at {utc(end)}"
             in shown)
 
