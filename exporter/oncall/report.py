@@ -164,11 +164,12 @@ def _next_steps(status: Mapping[str, Any], window: Mapping[str, Any] | None, now
                       Link("Post-restore checks", "#checks"), "and see",
                       _runbook("HeliosRestoreCheckFailed")))
     if any(p.result is FAILED for p in pins):
-        steps.append(("The engine does not match a pin: it is not the engine this run was set up"
-                      " with; compare expected and found under", Link("Pins", "#pins")))
+        steps.append(("The engine does not match a pin: compare expected and found under",
+                      Link("Pins", "#pins"), "and see", _runbook("HeliosEnginePinMismatch")))
     if any(r.result is FAILED for r in rules):
-        steps.append(("The offload snapshot's arithmetic does not hold: its offload figures are"
-                      " suspect; see", Link("Pins and offload geometry", "#pins")))
+        steps.append(("The offload snapshot's arithmetic does not hold (the failed rule is under",
+                      Link("Pins and offload geometry", "#pins"), "); see",
+                      _runbook("HeliosOffloadGeometryInconsistent")))
     down = {s.name for s in sources if s.result is FAILED}
     if window is None and ("engine_snapshot" in down or status.get("engine_up") is False):
         steps.append(("The engine's snapshot fails, see", _runbook("HeliosEngineSnapshotFailing")))
