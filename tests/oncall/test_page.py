@@ -269,6 +269,7 @@ def test_every_runbook_the_view_names_exists() -> None:
                 samples.wrong_container()]
     statuses[0]["pins"] = [{"pin": "ranks", "expected": 2, "found": 1, "ok": False}]
     statuses[0]["offload_geometry"] = {"rules": [{"rule": "lookups_accounted", "ok": False}]}
+    statuses.append({**samples.base(), "engine_up": False})
     statuses[2]["restore"]["window"]["incumbent_inflight_requests"] = 2
     statuses[2]["sources"]["nvml"].update(enabled=True, up=False)
     named = set()
@@ -278,7 +279,7 @@ def test_every_runbook_the_view_names_exists() -> None:
                 for item in getattr(block, "items", ()):
                     named |= {p.text for p in item if isinstance(p, Code)
                               and p.text.startswith("docs/runbooks/")}
-    assert len(named) >= 8
+    assert len(named) == 8
     for path in named:
         assert path.endswith("/") or (ROOT / path).is_file(), path
     assert Path(ROOT / "docs/runbooks").is_dir()
