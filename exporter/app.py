@@ -1,12 +1,13 @@
 """The HTTP app: it only serves what the poll loop last published (its `View`).
 
-/metrics renders once per published view (a poll cycle or a restore event) and serves those bytes
-to every scraper: the data cannot change in between, so rendering per scrape would only spend CPU.
+/metrics renders (and gzips) once per published view (a poll cycle or a restore event) and serves
+those bytes to every scraper (exporter/exposition.py). Basic auth, when configured, wraps the app
+(exporter/web/guard.py); the bearer-token routes check their token through exporter/bearer.py,
+which counts and slows down failures (exporter/web/auth.py).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -14,58 +15,25 @@ import structlog
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
-from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.openmetrics import exposition as openmetrics
 
 from exporter.bearer import gated_body
 from exporter.experiment.book import PhaseBook
 from exporter.experiment.routes import add_phase_routes
+from exporter.exposition import ExpositionCache, wants_gzip, wants_openmetrics
 from exporter.loop import PollLoop
 from exporter.oncall.html import HEADERS as PAGE_HEADERS
 from exporter.restore.events import RestoreEventIn, RestoreEventOut, RestoreEventRefused
+from exporter.web.auth import AuthFailures
 
 log = structlog.get_logger("helios_exporter.app")
 audit = structlog.get_logger("helios_exporter.audit")
 
 
-class ExpositionCache:
-    """Rendered /metrics bodies, invalidated whenever the underlying state changes."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.registry = registry
-        self._lock = threading.Lock()
-        self._version = 0
-        self._cache: dict[bool, tuple[int, bytes]] = {}
-
-    def invalidate(self) -> None:
-        with self._lock:
-            self._version += 1
-
-    def render(self, openmetrics_format: bool) -> bytes:
-        with self._lock:
-            version = self._version
-            cached = self._cache.get(openmetrics_format)
-            if cached is not None and cached[0] == version:
-                return cached[1]
-        body: bytes = (
-            openmetrics.generate_latest(self.registry)  # type: ignore[no-untyped-call]
-            if openmetrics_format
-            else generate_latest(self.registry)
-        )
-        with self._lock:
-            self._cache[openmetrics_format] = (version, body)
-        return body
-
-
-def wants_openmetrics(accept: str | None) -> bool:
-    if not accept:
-        return False
-    for part in accept.split(","):
-        media = part.split(";")[0].strip()
-        if media == "application/openmetrics-text":
-            return True
-    return False
+# Caches between the scraper and the sidecar must keep the two encodings apart.
+_IDENTITY = {"Vary": "Accept-Encoding"}
+_GZIP = {"Vary": "Accept-Encoding", "Content-Encoding": "gzip"}
 
 
 def build_app(
@@ -75,10 +43,14 @@ def build_app(
     events_token: bytes | None,
     phases: PhaseBook | None = None,
     page: Callable[[], str] | None = None,
+    *,
+    auth_failures: AuthFailures | None = None,
 ) -> FastAPI:
     """`phases`: the experiment phase book (POST/GET /experiment/phases, same token as the
     events API); without it those routes do not exist. `page` renders the on-call page at `/`
-    (not served when None)."""
+    (not served when None). `auth_failures` counts and slows down failed credentials (one per
+    sidecar: every route that checks credentials shares it)."""
+    failures = auth_failures if auth_failures is not None else AuthFailures()
     app = FastAPI(title="helios-exporter", version="0.1.0", docs_url=None, redoc_url=None)
 
     @app.exception_handler(RequestValidationError)
@@ -90,9 +62,10 @@ def build_app(
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
         om = wants_openmetrics(request.headers.get("accept"))
-        body = cache.render(om)
+        gz = wants_gzip(request.headers.get("accept-encoding"))
         ctype = openmetrics.CONTENT_TYPE_LATEST if om else CONTENT_TYPE_PLAIN_0_0_4
-        return Response(body, media_type=ctype)
+        return Response(cache.render(om, gz), media_type=ctype,
+                        headers=_GZIP if gz else _IDENTITY)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -125,6 +98,8 @@ def build_app(
                    409: {"model": RestoreEventRefused,
                          "description": "refused in this state (window_closed while the engine "
                                         "is unreachable); the id is not recorded"},
+                   429: {"description": "too many failed tokens from this client; see "
+                                        "Retry-After"},
                    413: {"description": "body too large"},
                    422: {"description": "body is not a valid event (values are never echoed)"}},
         # The handler reads the raw body itself (size limit first), so FastAPI cannot infer it:
@@ -134,7 +109,8 @@ def build_app(
     )
     async def restore_event(request: Request) -> Response:
         event = await gated_body(request, events_token, RestoreEventIn,
-                                 "events endpoint disabled: no --events-token-file")
+                                 "events endpoint disabled: no --events-token-file",
+                                 failures, "/restore/events")
         if isinstance(event, JSONResponse):
             return event
         duplicate, state, persisted, refused = await loop.apply_event(event.id, event.event)
@@ -154,5 +130,5 @@ def build_app(
         return JSONResponse(out.model_dump())
 
     if phases is not None:
-        add_phase_routes(app, phases, events_token)
+        add_phase_routes(app, phases, events_token, failures)
     return app

@@ -2,9 +2,10 @@
 sequence of answers for both, so a client handles them alike.
 
 404 without a token file (the route is disabled), 401 without the right `Authorization: Bearer`
-token (checked before the body is read), 413 for a body over the limit (the declared length first,
-then while reading), 422 for a body that is not the route's model. A 422 names fields and
-messages only: submitted values are never echoed back.
+token (checked before the body is read), 429 while the client is slowed down for failed tokens
+(exporter/web/auth.py: failures are counted by path and logged without the token), 413 for a body
+over the limit (the declared length first, then while reading), 422 for a body that is not the
+route's model. A 422 names fields and messages only: submitted values are never echoed back.
 """
 
 from __future__ import annotations
@@ -15,19 +16,23 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from exporter.restore.events import MAX_BODY_BYTES, authorized
+from exporter.restore.events import MAX_BODY_BYTES
+from exporter.web.auth import AuthFailures, bearer_denied
 
 M = TypeVar("M", bound=BaseModel)
 
 
 async def gated_body(request: Request, token: bytes | None, model: type[M], disabled: str,
+                     failures: AuthFailures, path: str,
                      max_bytes: int = MAX_BODY_BYTES) -> M | JSONResponse:
-    """The request's body as `model`, or the error response to send instead."""
+    """The request's body as `model`, or the error response to send instead. `path`: the
+    route's own path (one of exporter.labels.AUTH_PATHS), the label its failures are counted
+    under."""
     if token is None:
         return JSONResponse({"detail": disabled}, status_code=404)
-    if not authorized(request.headers.get("authorization"), token):
-        return JSONResponse({"detail": "missing or wrong bearer token"}, status_code=401,
-                            headers={"WWW-Authenticate": "Bearer"})
+    denied = bearer_denied(request, token, failures, path)
+    if denied is not None:
+        return denied
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
         return JSONResponse({"detail": f"body over {max_bytes} bytes"}, status_code=413)

@@ -103,6 +103,16 @@ OPTIONS: tuple[Option, ...] = (
     Option("--expect-power-limit-watts", "float", None,
            "Pin: every GPU serving a rank must have this enforced NVML power limit (within "
            f"{POWER_LIMIT_TOLERANCE_WATTS:g} W)."),
+    Option("--web-config-file", "path", None,
+           "Prometheus exporter-toolkit web configuration: TLS (tls_server_config) and basic "
+           "auth (basic_auth_users, bcrypt); re-read when it changes."),
+    Option("--http-read-timeout", "float", defaults.HTTP_READ_TIMEOUT,
+           "Seconds a client has to send a whole request (from connecting, or from the first "
+           "byte of its next request), or to read a stalled response; then it is disconnected."),
+    Option("--http-idle-timeout", "float", defaults.HTTP_IDLE_TIMEOUT,
+           "Seconds an idle kept-alive connection stays open."),
+    Option("--http-max-connections", "int", defaults.HTTP_MAX_CONNECTIONS,
+           "Most client connections open at once (lowered to fit the file-descriptor limit)."),
     Option("--log-format", "str", defaults.LOG_FORMAT,
            "auto (console on a terminal, else JSON), json, logfmt or console; every line on "
            "stderr, library logs included, is in this format.", ("serve", "check")),
@@ -140,6 +150,10 @@ class Config:
     expect_checkpoint: str | None = None
     expect_ranks: int | None = None
     expect_power_limit_watts: float | None = None
+    web_config_file: Path | None = None
+    http_read_timeout: float = defaults.HTTP_READ_TIMEOUT
+    http_idle_timeout: float = defaults.HTTP_IDLE_TIMEOUT
+    http_max_connections: int = defaults.HTTP_MAX_CONNECTIONS
     log_format: str = defaults.LOG_FORMAT
     log_level: str = defaults.LOG_LEVEL
 
@@ -231,6 +245,7 @@ _NULLABLE = {
     "events_token_file", "preflight_direct_url", "preflight_routed_url", "preflight_auth_file",
     "engine_pid_file", "engine_process_name", "preflight_model", "expect_image_digest",
     "expect_package", "expect_checkpoint", "expect_ranks", "expect_power_limit_watts",
+    "web_config_file",
 }
 
 
@@ -241,7 +256,8 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
 
     for key in ("poll_interval", "timeout", "max_response_bytes", "nvml_timeout",
                 "request_cutoff", "restore_bound", "preflight_max_tokens", "preflight_timeout",
-                "max_series_per_family", "expect_power_limit_watts"):
+                "max_series_per_family", "expect_power_limit_watts", "http_read_timeout",
+                "http_idle_timeout", "http_max_connections"):
         positive(key)
     _validate_pins(v, errors)
     if "down_grace" in v and v["down_grace"] < 0:
@@ -269,6 +285,14 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
             continue
         if key == "events_token_file" and not content.strip():
             errors.append(f"{flag}: {path} is empty (it must hold the bearer token)")
+    if v.get("web_config_file") is not None:
+        # Loaded here (certificates and keys included) only to report its problems with the
+        # others; the sidecar loads it again, and again whenever it changes.
+        from exporter.web.webconfig import WebConfigError, load
+        try:
+            load(Path(v["web_config_file"]))
+        except WebConfigError as exc:
+            errors += [f"--web-config-file {v['web_config_file']}: {e}" for e in exc.errors]
 
 
 def _validate_pins(v: dict[str, Any], errors: list[str]) -> None:

@@ -36,6 +36,17 @@ PAGE_HEADROOM_RATIO: Final = 0.25
 # is refused with 409), and this many kept in the state file, the oldest ended ones dropped first.
 MAX_OPEN_PHASES: Final = 16
 MAX_PHASES_KEPT: Final = 512
+# The HTTP server (exporter/web/): slow and idle clients, the connection cap, auth failures.
+HTTP_READ_TIMEOUT: Final = 5.0  # seconds to send a whole request, or to take a stalled response
+HTTP_IDLE_TIMEOUT: Final = 75.0  # seconds a kept-alive connection may sit idle (nginx's default)
+HTTP_MAX_CONNECTIONS: Final = 256  # open connections at most; far below the descriptor limit
+HTTP_MAX_HEAD_BYTES: Final = 64 * 1024  # a request head larger than this is answered 431
+FD_RESERVE: Final = 128  # descriptors kept for everything but client connections
+AUTH_FREE_FAILURES: Final = 5  # failed credentials from one client before it is slowed down
+AUTH_PENALTY_FIRST: Final = 1.0  # seconds of the first penalty; doubled with each failure after
+AUTH_PENALTY_MAX: Final = 60.0
+AUTH_FORGET_AFTER: Final = 600.0  # seconds without a failure after which a client starts afresh
+WEB_CONFIG_RECHECK: Final = 1.0  # seconds between checks of --web-config-file and its files
 
 LOG_FORMAT: Final = "auto"
 LOG_LEVEL: Final = "info"

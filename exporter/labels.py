@@ -34,6 +34,17 @@ DROPPABLE_FIELDS: Final = tuple(f"identity.{k}" for k in IDENTITY_FIELDS)
 PINS: Final = ("image_digest", "package", "checkpoint", "ranks", "power_limit")
 GEOMETRY_RULES: Final = ("slabs_within_budget", "resident_within_budget", "lookups_accounted")
 
+# `helios_exporter_collector_success{collector}`: every collector of /metrics, in exposition order.
+COLLECTORS: Final = ("offload", "pins", "passthrough", "restore", "exporter", "host",
+                     "experiment", "gpu", "http", "build_info", "process", "platform")
+# `helios_exporter_http_auth_failures_total{path,reason}`: the paths that check credentials (basic
+# auth guards every path but the probes and the bearer-token APIs: the others count as `other`).
+AUTH_PATHS: Final = ("/", "/metrics", "/status", "/restore/events", "/experiment/phases", "other")
+AUTH_FAILURE_REASONS: Final = ("missing", "wrong", "throttled")
+# `helios_exporter_http_connections_closed_total{reason}`: connections the sidecar closed itself.
+CONNECTION_CLOSE_REASONS: Final = ("slow_request", "slow_reader", "idle", "evicted",
+                                   "head_too_large")
+
 
 class ErrorReason(StrEnum):
     """Why a source poll failed (`helios_exporter_source_errors_total{reason}`)."""

@@ -18,11 +18,13 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
-from exporter.app import ExpositionCache, build_app
+from exporter.app import build_app
+from exporter.collectors.http import HttpCollector
 from exporter.config import Config
 from exporter.defaults import HOST_TIMEOUT
 from exporter.experiment.book import PhaseBook, PhaseStore
 from exporter.experiment.capture import Capture, capture_of
+from exporter.exposition import ExpositionCache
 from exporter.loop import PollLoop
 from exporter.oncall.html import page
 from exporter.pins import Pins
@@ -39,6 +41,13 @@ from exporter.sources.gpu_report import GpuReport
 from exporter.sources.host import HostReport, HostSource
 from exporter.sources.nvml import NvmlSource
 from exporter.status import status
+from exporter.web import limits
+from exporter.web.auth import AuthFailures
+from exporter.web.connections import ConnectionGuard
+from exporter.web.guard import WebGuard
+from exporter.web.protocol import protocol_class
+from exporter.web.state import WebConfigState
+from exporter.web.webconfig import WebConfigError
 
 log = structlog.get_logger("helios_exporter")
 
@@ -55,6 +64,9 @@ class Sidecar:
     clock: Callable[[], float]
     closers: list[Any]
     phases: PhaseBook
+    connections: ConnectionGuard
+    auth_failures: AuthFailures
+    web: WebConfigState | None
 
     def close(self) -> None:
         self.loop.close()
@@ -84,7 +96,9 @@ def build(
 ) -> Sidecar:
     """The sidecar for `config`. Everything it reads can be injected (tests do): the engine's
     HTTP transport, the wall clock, the timer of durations, the host and NVML polls (instead of
-    psutil and the NVML library), and the process/platform/build-info collectors."""
+    psutil and the NVML library), and the process/platform/build-info collectors. Raises
+    `WebConfigError` when --web-config-file does not load."""
+    web = None if config.web_config_file is None else WebConfigState(config.web_config_file)
     timeout = httpx.Timeout(config.timeout)
     client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=8),
                                headers={"User-Agent": "helios-exporter/0.1"},
@@ -112,8 +126,12 @@ def build(
                     pins=Pins(config.expect_image_digest, config.expect_package,
                               config.expect_checkpoint, config.expect_ranks,
                               config.expect_power_limit_watts))
-    registry = build_registry(lambda: loop.view, bounds, gpu="nvml" in blocking, process=process,
-                              platform=platform, build_info=build_info)
+    connections = ConnectionGuard(config.http_max_connections, config.http_read_timeout,
+                                  config.http_idle_timeout)
+    failures = AuthFailures()
+    registry = build_registry(lambda: loop.view, bounds, gpu="nvml" in blocking,
+                              http=HttpCollector(connections, failures, web), process=process,
+                              platform=platform, build_info=build_info, timer=timer)
     cache = ExpositionCache(registry)
     token = None if config.events_token_file is None else read_token(config.events_token_file)
 
@@ -123,7 +141,8 @@ def build(
 
     phases = PhaseBook(PhaseStore(config.state_dir), fresh_capture,
                        on_change=lambda: loop.publish_open_phases(phases.open_phases()))
-    return Sidecar(config, loop, keeper, registry, cache, client, token, clock, closers, phases)
+    return Sidecar(config, loop, keeper, registry, cache, client, token, clock, closers, phases,
+                   connections, failures, web)
 
 
 def _probe(client: httpx.AsyncClient, url: str, config: Config, auth: str | None) -> PreflightProbe:
@@ -172,23 +191,63 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: the sidecar stops the poll loop first."""
+    """uvicorn without its own signal handling (the sidecar stops the poll loop first), and
+    with a long listen queue (exporter/web/limits.py says why)."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        for sock in sockets or ():
+            sock.listen(limits.LISTEN_QUEUE)
 
-async def serve(config: Config) -> int:
-    sidecar = build(config)
-    sidecar.loop.load_state()
-    sidecar.phases.load()
-    app = build_app(sidecar.loop, sidecar.cache, sidecar.status, sidecar.events_token,
-                    sidecar.phases, page=sidecar.page)
-    server = _Server(uvicorn.Config(
+
+def _server(sidecar: Sidecar) -> _Server:
+    """uvicorn with the guarded protocol (exporter/web/protocol.py) and, with a web
+    configuration, basic auth around the app."""
+    config = sidecar.config
+    app: Any = build_app(sidecar.loop, sidecar.cache, sidecar.status, sidecar.events_token,
+                         sidecar.phases, page=sidecar.page, auth_failures=sidecar.auth_failures)
+    web = sidecar.web
+    if web is not None:
+        app = WebGuard(app, web, sidecar.auth_failures)
+    guard = sidecar.connections
+    return _Server(uvicorn.Config(
         app, host=config.listen_host, port=config.listen_port, log_config=None,
         access_log=False, lifespan="off", timeout_graceful_shutdown=2,
+        http=protocol_class(guard, web.tls if web is not None else lambda: None),
+        ws="none", backlog=limits.backlog(guard.max_connections),
+        # The client address is the TCP peer: nothing in front of the sidecar may rewrite it
+        # (failed credentials are slowed down per client).
+        proxy_headers=False,
     ))
+
+
+def _fit_connection_cap(guard: ConnectionGuard) -> None:
+    """Raise the descriptor limit as Go programs do, and keep the cap far below it."""
+    before, soft, hard = limits.raise_nofile()
+    wanted = guard.max_connections
+    guard.max_connections = limits.connection_cap(wanted, soft)
+    log.info("file_descriptor_limit", soft_at_start=before, soft=soft, hard=hard,
+             http_max_connections=guard.max_connections)
+    if guard.max_connections < wanted:
+        log.warning("http_max_connections_lowered", wanted=wanted,
+                    http_max_connections=guard.max_connections,
+                    reason="the file-descriptor limit could not hold twice as many")
+
+
+async def serve(config: Config) -> int:
+    try:
+        sidecar = build(config)
+    except WebConfigError as exc:  # validated at start; changed since: still a clear error
+        log.error("web_config_invalid", file=str(config.web_config_file), errors=exc.errors)
+        return 2
+    sidecar.loop.load_state()
+    sidecar.phases.load()
+    _fit_connection_cap(sidecar.connections)
+    server = _server(sidecar)
     try:
         sock = _bind(config.listen_host, config.listen_port)
     except OSError as exc:
@@ -204,6 +263,8 @@ async def serve(config: Config) -> int:
              listen=f"{config.listen_host}:{config.listen_port}",
              poll_interval=config.poll_interval, state_dir=str(config.state_dir),
              events_api=sidecar.events_token is not None,
+             tls=sidecar.web is not None and sidecar.web.tls_enabled,
+             basic_auth=sidecar.web is not None and bool(sidecar.web.config.users),
              preflight=list(sidecar.keeper.probes), sources=list(sidecar.loop.blocking_sources))
     try:
         async with _running(sidecar, server, sock, stop):

@@ -1,6 +1,6 @@
 """POST and GET /experiment/phases (docs/interface.md section 7).
 
-POST has the events API's gate (exporter/bearer.py: 404, 401, 413, 422), then 409 for a name
+POST has the events API's gate (exporter/bearer.py: 404, 401, 429, 413, 422), then 409 for a name
 conflict, 503 when no fresh capture could be taken or stored (nothing changed: retry), and 200
 with the capture just taken and the phase as it now stands.
 """
@@ -18,6 +18,7 @@ from exporter.bearer import gated_body
 from exporter.experiment.book import PhaseBook, PhaseConflict, PhaseUnavailable, phase_json
 from exporter.experiment.capture import to_json
 from exporter.labels import PHASE_NAME_PATTERN
+from exporter.web.auth import AuthFailures
 
 audit = structlog.get_logger("helios_exporter.audit")
 
@@ -30,11 +31,14 @@ class PhaseIn(BaseModel):
     note: str | None = Field(default=None, max_length=256)
 
 
-def add_phase_routes(app: FastAPI, book: PhaseBook, token: bytes | None) -> None:
+def add_phase_routes(app: FastAPI, book: PhaseBook, token: bytes | None,
+                     failures: AuthFailures) -> None:
     @app.post(
         "/experiment/phases",
         responses={401: {"description": "missing or wrong bearer token"},
                    404: {"description": "disabled (no --events-token-file)"},
+                   429: {"description": "too many failed tokens from this client; see "
+                                        "Retry-After"},
                    409: {"description": "begin of an existing name, end of a phase not open, "
                                         "or too many phases open"},
                    413: {"description": "body too large"},
@@ -47,7 +51,8 @@ def add_phase_routes(app: FastAPI, book: PhaseBook, token: bytes | None) -> None
     )
     async def phase_action(request: Request) -> Response:
         body = await gated_body(request, token, PhaseIn,
-                                "phases endpoint disabled: no --events-token-file")
+                                "phases endpoint disabled: no --events-token-file",
+                                failures, "/experiment/phases")
         if isinstance(body, JSONResponse):
             return body
         action = book.begin if body.action == "begin" else book.end

@@ -1,0 +1,166 @@
+"""Failed credentials: counted by path, logged without the secret, and repeated ones slowed down.
+
+One `AuthFailures` serves every check of the sidecar: the bearer token of `POST /restore/events`
+and the experiment-phase API (`bearer_denied`), and basic auth (exporter/web/guard.py), so that a
+client guessing on one path is slowed down on all of them.
+
+The slow-down: a client (its IP address) may fail `AUTH_FREE_FAILURES` times; each failure after
+that starts a penalty of 1 s, doubled with every further failure up to 60 s. While a penalty runs,
+every request of that client that presents credentials is answered 429 with `Retry-After`, at
+once and without looking at them: no bcrypt, no token comparison, no connection held open while
+it waits (a delayed answer would tie up a connection slot, the very thing a flood wants). A
+success forgets the client, and so do 10 minutes without a failure. A request without credentials
+is counted (`reason="missing"`, as a browser's first request for `/` is) but never penalised.
+At most `max_clients` clients are remembered, the least recently failing ones forgotten first.
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+from fastapi import Request
+from fastapi.responses import JSONResponse
+
+from exporter.defaults import (
+    AUTH_FORGET_AFTER,
+    AUTH_FREE_FAILURES,
+    AUTH_PENALTY_FIRST,
+    AUTH_PENALTY_MAX,
+)
+from exporter.labels import AUTH_FAILURE_REASONS, AUTH_PATHS
+
+log = structlog.get_logger("helios_exporter.auth")
+
+
+@dataclass
+class _Client:
+    failures: int = 0
+    last: float = 0.0
+    until: float = 0.0  # end of the current penalty (monotonic)
+
+
+class AuthFailures:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic,
+                 free: int = AUTH_FREE_FAILURES, first: float = AUTH_PENALTY_FIRST,
+                 cap: float = AUTH_PENALTY_MAX, forget: float = AUTH_FORGET_AFTER,
+                 max_clients: int = 10_000) -> None:
+        self._clock, self._free, self._first, self._cap = clock, free, first, cap
+        self._forget, self._max = forget, max_clients
+        self.counts = {(path, reason): 0 for path in AUTH_PATHS for reason in AUTH_FAILURE_REASONS}
+        self._clients: OrderedDict[str, _Client] = OrderedDict()
+
+    @staticmethod
+    def path_label(path: str) -> str:
+        return path if path in AUTH_PATHS else "other"
+
+    def penalty(self, path: str, client: str | None) -> float | None:
+        """Seconds this client must still wait before its credentials are looked at (the request
+        is then refused and counted as `throttled`), or None."""
+        record = self._record(client, create=False)
+        if record is None:
+            return None
+        left = record.until - self._clock()
+        if left <= 0:
+            return None
+        self.counts[(self.path_label(path), "throttled")] += 1
+        return left
+
+    def missing(self, path: str, client: str | None, scheme: str) -> None:
+        self.counts[(self.path_label(path), "missing")] += 1
+        log.debug("auth_missing", path=self.path_label(path), client=client, scheme=scheme)
+
+    def failed(self, path: str, client: str | None, scheme: str, user: str | None = None) -> None:
+        """Wrong credentials. `user`: the basic-auth user name when it is a configured one (a
+        name that is not configured is never logged: it may be a mistyped password)."""
+        label = self.path_label(path)
+        self.counts[(label, "wrong")] += 1
+        record = self._record(client, create=True)
+        fields = {"path": label, "client": client, "scheme": scheme}
+        if scheme == "basic":
+            fields["user"] = user if user is not None else "(not a configured user)"
+        if record is None:
+            log.warning("auth_failed", **fields)
+            return
+        now = self._clock()
+        if now - record.last > self._forget:
+            record.failures = 0
+        record.failures += 1
+        record.last = now
+        over = record.failures - self._free
+        if over > 0:
+            wait = min(self._cap, self._first * 2 ** (over - 1))
+            record.until = now + wait
+            log.warning("auth_failed", failures=record.failures, slowed_down_s=wait, **fields)
+        else:
+            log.warning("auth_failed", failures=record.failures, **fields)
+
+    def succeeded(self, client: str | None) -> None:
+        if client is not None:
+            self._clients.pop(client, None)
+
+    def throttled_clients(self) -> int:
+        now = self._clock()
+        return sum(1 for r in self._clients.values() if r.until > now)
+
+    def _record(self, client: str | None, *, create: bool) -> _Client | None:
+        if client is None:
+            return None
+        record = self._clients.get(client)
+        if record is None:
+            if not create:
+                return None
+            record = self._clients[client] = _Client()
+            while len(self._clients) > self._max:
+                self._clients.popitem(last=False)
+        else:
+            self._clients.move_to_end(client)
+        return record
+
+
+def bearer_matches(header: str | None, token: bytes) -> bool:
+    if not header:
+        return False
+    scheme, _, given = header.partition(" ")
+    # compare_digest on bytes of possibly different length still takes time independent of content.
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token)
+
+
+def bearer_denied(request: Request, token: bytes, failures: AuthFailures,
+                  path: str) -> JSONResponse | None:
+    """The bearer-token check of an API route: None when the token is right, else the answer
+    (401, or 429 while the client is slowed down). `path` is the route's own path, one of
+    `exporter.labels.AUTH_PATHS`. Use:
+
+        denied = bearer_denied(request, events_token, auth_failures, "/experiment/phases")
+        if denied is not None:
+            return denied
+    """
+    header = request.headers.get("authorization")
+    client = request.client.host if request.client else None
+    if not header:
+        failures.missing(path, client, "bearer")
+        return _unauthorized()
+    wait = failures.penalty(path, client)
+    if wait is not None:
+        return too_many(wait)
+    if bearer_matches(header, token):
+        failures.succeeded(client)
+        return None
+    failures.failed(path, client, "bearer")
+    return _unauthorized()
+
+
+def _unauthorized() -> JSONResponse:
+    return JSONResponse({"detail": "missing or wrong bearer token"}, status_code=401,
+                        headers={"WWW-Authenticate": "Bearer"})
+
+
+def too_many(wait: float) -> JSONResponse:
+    return JSONResponse({"detail": "too many failed attempts from this client; retry later"},
+                        status_code=429, headers={"Retry-After": str(max(1, math.ceil(wait)))})

@@ -1,0 +1,125 @@
+"""ASGI middleware for `--web-config-file`: basic auth, the configured headers, the rate limit.
+
+Basic auth guards every path except the probes (`/healthz`, `/readyz`: a kubelet has no
+password) and the two APIs that carry their own bearer token (a request has one Authorization
+header). So `/metrics`, `/status`, the status page `/` and anything added later are protected by
+default, as exporter-toolkit protects every path of the exporter it wraps. The rate limit
+(`rate_limit`, one token bucket for the whole server as in exporter-toolkit) spares the probes too:
+a liveness probe answered 429 would get the pod restarted.
+
+Installed only when the file is given: without it the app runs as it was, with no extra cost.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from collections.abc import Callable, Mapping
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from exporter.web.auth import AuthFailures, too_many
+from exporter.web.basic_auth import BasicAuth
+from exporter.web.state import WebConfigState
+from exporter.web.webconfig import RateLimit
+
+PROBES = frozenset({"/healthz", "/readyz"})
+OPEN_PATHS = PROBES | {"/restore/events", "/experiment/phases"}
+UNAUTHORIZED = b"Unauthorized\n"
+
+
+class TokenBucket:
+    def __init__(self, limit: RateLimit, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit, self._clock = limit, clock
+        self._tokens, self._at = float(limit.burst), clock()
+
+    def allow(self) -> bool:
+        now = self._clock()
+        self._tokens = min(self.limit.burst, self._tokens + (now - self._at) / self.limit.interval)
+        self._at = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        return False
+
+
+class WebGuard:
+    def __init__(self, app: ASGIApp, state: WebConfigState, failures: AuthFailures,
+                 basic: BasicAuth | None = None) -> None:
+        self.app, self.state, self.failures = app, state, failures
+        self.basic = basic or BasicAuth()
+        self._bucket: TokenBucket | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        config = self.state.config
+        path: str = scope["path"]
+        if config.headers:
+            send = _with_headers(send, [(k.lower().encode(), v.encode())
+                                        for k, v in config.headers])
+        if config.rate_limit is not None and path not in PROBES and not self._allow(config.rate_limit):
+            await _plain(send, 429, b"Too Many Requests\n", [(b"retry-after", b"1")])
+            return
+        if config.users and path not in OPEN_PATHS:
+            denied = await self._check(scope, config.users, path)
+            if denied is not None:
+                await denied(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _allow(self, limit: RateLimit) -> bool:
+        if self._bucket is None or self._bucket.limit != limit:
+            self._bucket = TokenBucket(limit)
+        return self._bucket.allow()
+
+    async def _check(self, scope: Scope, users: Mapping[str, bytes], path: str) -> ASGIApp | None:
+        client = scope["client"][0] if scope.get("client") else None
+        header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
+        if header is None:
+            self.failures.missing(path, client, "basic")
+            return _unauthorized
+        wait = self.failures.penalty(path, client)
+        if wait is not None:
+            return too_many(wait)
+        user, password = _basic_credentials(header)
+        if user is not None and await self.basic.verify(users, user, password):
+            self.failures.succeeded(client)
+            return None
+        self.failures.failed(path, client, "basic", user if user in users else None)
+        return _unauthorized
+
+
+def _basic_credentials(header: bytes) -> tuple[str | None, bytes]:
+    scheme, _, value = header.partition(b" ")
+    if scheme.lower() != b"basic":
+        return None, b""
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True)
+        user, sep, password = decoded.partition(b":")
+        return (user.decode("utf-8") if sep else None), password
+    except (binascii.Error, UnicodeDecodeError):
+        return None, b""
+
+
+async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:
+    await _plain(send, 401, UNAUTHORIZED,
+                 [(b"www-authenticate", b'Basic realm="helios-exporter", charset="UTF-8"')])
+
+
+async def _plain(send: Send, status: int, body: bytes,
+                 headers: list[tuple[bytes, bytes]]) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), *extra]}
+        await send(message)
+    return wrapped

@@ -1,0 +1,211 @@
+"""uvicorn's httptools protocol with deadlines for slow clients, the connection cap and TLS.
+
+uvicorn has a keep-alive timeout but no deadline for a request to arrive: a client that connects
+and sends half a request head (or nothing at all) holds its connection, and a file descriptor, for
+as long as it likes. This subclass, passed to uvicorn as `http=`, adds:
+
+- a read deadline (`--http-read-timeout`): the whole request, head and body, must arrive within
+  it, counted from the accepted connection (TLS handshake included) or, on a kept-alive
+  connection, from the first byte of the next request;
+- a write deadline of the same length while the response is stuck in a full send buffer (a client
+  that stops reading);
+- a request head over `HTTP_MAX_HEAD_BYTES` answered 431 (httptools itself has no limit);
+- the idle keep-alive timeout counted; every connection admitted through `ConnectionGuard`;
+- TLS per connection: the plain connection is accepted first (so the cap and the deadline cover
+  the handshake too), then upgraded with `loop.start_tls` using the web configuration's current
+  `SSLContext`, so a changed certificate or client CA applies to the next connection.
+
+Connections closed for those reasons are closed at once (`abort`): a client that stopped reading
+would otherwise keep the descriptor until its buffered response drained, that is, never.
+Accepted sockets keep TCP_NODELAY (set by asyncio from the listening socket, exporter/sidecar.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from exporter.defaults import HTTP_MAX_HEAD_BYTES
+from exporter.web.connections import ConnectionGuard
+from exporter.web.tls import TlsSettings, san_allowed
+
+log = structlog.get_logger("helios_exporter.http")
+
+
+def _raw_response(status: str, body: bytes = b"") -> bytes:
+    return (f"HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
+
+
+REFUSED = _raw_response("503 Service Unavailable",
+                        b"too many open connections to the sidecar; retry shortly\n")
+HEAD_TOO_LARGE = _raw_response("431 Request Header Fields Too Large")
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """Bound to one server by `protocol_class()`."""
+
+    guard: ConnectionGuard
+    tls: Callable[[], TlsSettings | None]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # uvicorn's Config types it as whole seconds; call_later takes any.
+        self.timeout_keep_alive = self.guard.idle_timeout  # type: ignore[assignment]
+        self._raw: asyncio.Transport | None = None  # the TCP connection (under TLS, if any)
+        self._admitted = False
+        self._shut = False  # closed by the sidecar: not a handshake failure
+        self._read_deadline: asyncio.TimerHandle | None = None
+        self._write_deadline: asyncio.TimerHandle | None = None
+        self._awaiting_head = True
+        self._head_bytes = 0
+        self._handshake: asyncio.Task[None] | None = None
+        self._serving = False  # uvicorn's connection_made ran: HTTP is spoken
+
+    # -- connection ------------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        settings = self.tls()
+        if not self.guard.admit(self):
+            if settings is None:
+                transport.write(REFUSED)
+            transport.close()
+            return
+        self._admitted = True
+        self._raw = transport
+        self._read_deadline = self.loop.call_later(self.guard.read_timeout, self._expired,
+                                                   "slow_request")
+        if settings is None:
+            self._serving = True
+            super().connection_made(transport)
+            return
+        # Nothing may be read before the handshake takes over the connection.
+        transport.pause_reading()
+        self._handshake = self.loop.create_task(self._start_tls(transport, settings))
+
+    async def _start_tls(self, raw: asyncio.Transport, settings: TlsSettings) -> None:
+        try:
+            tls = await self.loop.start_tls(raw, self, settings.context, server_side=True,
+                                            ssl_handshake_timeout=self.guard.read_timeout)
+        except (OSError, ssl.SSLError, TimeoutError, RuntimeError) as exc:
+            if not self._shut:
+                self.guard.tls_handshake_failures += 1
+                log.debug("tls_handshake_failed", client=_peer(raw), error=type(exc).__name__)
+            if not raw.is_closing():
+                raw.abort()
+            return
+        if tls is None or raw.is_closing():
+            return
+        if settings.allowed_sans is not None and not san_allowed(
+                tls.get_extra_info("peercert"), settings.allowed_sans):
+            self.guard.tls_handshake_failures += 1
+            log.info("tls_client_rejected", client=_peer(raw),
+                     reason="no allowed SAN in the client certificate")
+            raw.abort()
+            return
+        self._serving = True
+        super().connection_made(tls)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_deadlines()
+        if self._admitted:
+            self.guard.lost(self)
+        if not self._serving:  # refused, or the TLS handshake never completed
+            return
+        super().connection_lost(exc)
+
+    def shed(self) -> None:
+        self._close_now()
+
+    def _close_now(self) -> None:
+        self._shut = True
+        self._cancel_deadlines()
+        if self._raw is not None and not self._raw.is_closing():
+            self._raw.abort()
+
+    # -- deadlines -------------------------------------------------------------------------------
+    def _expired(self, reason: str) -> None:
+        self._read_deadline = self._write_deadline = None
+        if self._raw is not None and not self._raw.is_closing():
+            self.guard.closing(reason)
+            self._close_now()
+
+    def _cancel_deadlines(self) -> None:
+        for handle in (self._read_deadline, self._write_deadline):
+            if handle is not None:
+                handle.cancel()
+        self._read_deadline = self._write_deadline = None
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_deadline is None:
+            self._write_deadline = self.loop.call_later(self.guard.read_timeout, self._expired,
+                                                        "slow_reader")
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+
+    def timeout_keep_alive_handler(self) -> None:
+        if not self.transport.is_closing():
+            self.guard.closing("idle")
+            # The TCP connection itself: under TLS a polite close would wait for the client's
+            # close_notify, up to 30 s.
+            if self._raw is not None:
+                self._raw.close()
+
+    # -- requests --------------------------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        if self._awaiting_head:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if (self._awaiting_head and self._head_bytes > HTTP_MAX_HEAD_BYTES
+                and not self.transport.is_closing()):
+            self.guard.closing("head_too_large")
+            self.transport.write(HEAD_TOO_LARGE)
+            self.transport.close()
+            self._cancel_deadlines()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._read_deadline is None:
+            self._read_deadline = self.loop.call_later(self.guard.read_timeout, self._expired,
+                                                       "slow_request")
+        self.guard.waiting(self)
+
+    def on_headers_complete(self) -> None:
+        self._awaiting_head = False
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        if self._read_deadline is not None:
+            self._read_deadline.cancel()
+            self._read_deadline = None
+        self._awaiting_head = True
+        self._head_bytes = 0
+        self.guard.busy(self)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.timeout_keep_alive_task is not None:  # armed: nothing pipelined, now idle
+            self.guard.idle(self)
+
+
+def protocol_class(guard: ConnectionGuard,
+                   tls: Callable[[], TlsSettings | None]) -> type[GuardedHttpToolsProtocol]:
+    """The protocol for one server: uvicorn instantiates it per connection with its own
+    arguments, so the guard and the TLS settings travel as class attributes."""
+    return type("SidecarHttpProtocol", (GuardedHttpToolsProtocol,),
+                {"guard": guard, "tls": staticmethod(tls)})
+
+
+def _peer(transport: asyncio.BaseTransport) -> str | None:
+    peer = transport.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else None

@@ -1,0 +1,163 @@
+"""An `ssl.SSLContext` from the `tls_server_config` of a web configuration file.
+
+Go's names (exporter-toolkit passes them to crypto/tls) mapped onto OpenSSL's: cipher suites
+(TLS 1.2 and below; like Go, TLS 1.3 suites are not configurable and always on), versions and
+client-certificate policies. Python's ssl module verifies every client certificate it receives
+against the client CA, so Go's two policies that accept unverified certificates
+(`RequestClientCert`, `RequireAnyClientCert`) cannot be offered; exporter-toolkit itself calls
+everything but `RequireAndVerifyClientCert` insecure for client authentication.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TLS_VERSIONS: Mapping[str, ssl.TLSVersion] = {
+    "TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
+    "TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3,
+}
+# Go's crypto/tls.CipherSuites() names -> OpenSSL names; None: a TLS 1.3 suite, always enabled.
+CIPHER_SUITES: Mapping[str, str | None] = {
+    "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA": "AES256-SHA",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256": "AES128-GCM-SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384": "AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "TLS_AES_128_GCM_SHA256": None,
+    "TLS_AES_256_GCM_SHA384": None,
+    "TLS_CHACHA20_POLY1305_SHA256": None,
+}
+CLIENT_AUTH: Mapping[str, ssl.VerifyMode] = {
+    "NoClientCert": ssl.CERT_NONE,
+    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
+    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
+}
+UNSUPPORTED_CLIENT_AUTH = ("RequestClientCert", "RequireAnyClientCert", "RequireClientCert")
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    """`tls_server_config`, validated: relative paths already resolved against the file's folder;
+    a PEM text given inline instead of a file (`cert`, `key`, `client_ca`) is in the *_pem field."""
+
+    cert_file: Path | None = None
+    cert_pem: str | None = None
+    key_file: Path | None = None
+    key_pem: str | None = None
+    client_auth_type: str = "NoClientCert"
+    client_ca_file: Path | None = None
+    client_ca_pem: str | None = None
+    client_allowed_sans: tuple[str, ...] | None = None
+    min_version: str = "TLS12"
+    max_version: str = "TLS13"
+    cipher_suites: tuple[str, ...] = ()
+    prefer_server_cipher_suites: bool = True
+
+    def files(self) -> tuple[Path, ...]:
+        """The files it reads: a change to any of them is a change of configuration."""
+        return tuple(p for p in (self.cert_file, self.key_file, self.client_ca_file) if p)
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    """What a new connection is upgraded with."""
+
+    context: ssl.SSLContext
+    allowed_sans: frozenset[str] | None
+
+
+def build(tls: TlsConfig) -> TlsSettings:
+    """Raises ValueError with a message naming the field, on anything that does not load."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = TLS_VERSIONS[tls.min_version]
+    ctx.maximum_version = TLS_VERSIONS[tls.max_version]
+    try:
+        with _as_file(tls.cert_file, tls.cert_pem) as cert, _as_file(tls.key_file, tls.key_pem) as key:
+            ctx.load_cert_chain(cert, key, password=_no_password)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise ValueError(f"tls_server_config: cannot load the certificate and key: {_why(exc)}") from exc
+    ctx.verify_mode = CLIENT_AUTH[tls.client_auth_type]
+    if tls.client_ca_file is not None or tls.client_ca_pem is not None:
+        try:
+            if tls.client_ca_file is not None:
+                ctx.load_verify_locations(cafile=str(tls.client_ca_file))
+            else:
+                ctx.load_verify_locations(cadata=tls.client_ca_pem)
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            raise ValueError(f"tls_server_config: cannot load the client CA: {_why(exc)}") from exc
+    openssl = [name for s in tls.cipher_suites if (name := CIPHER_SUITES[s])]
+    if openssl:
+        try:
+            ctx.set_ciphers(":".join(openssl))
+        except ssl.SSLError as exc:
+            raise ValueError(f"tls_server_config.cipher_suites: {_why(exc)}") from exc
+    if tls.prefer_server_cipher_suites:
+        ctx.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
+    sans = None if tls.client_allowed_sans is None else frozenset(
+        _normal_san(s) for s in tls.client_allowed_sans)
+    return TlsSettings(ctx, sans)
+
+
+def san_allowed(peercert: Any, allowed: frozenset[str]) -> bool:
+    """exporter-toolkit's `client_allowed_sans`: one of the client certificate's DNS, e-mail, IP
+    or URI subject alternative names is in the list, exactly (IP addresses compared as
+    addresses: OpenSSL and Go spell IPv6 differently)."""
+    if not isinstance(peercert, dict):
+        return False
+    names = peercert.get("subjectAltName", ())
+    return any(kind in ("DNS", "email", "URI", "IP Address") and _normal_san(str(value)) in allowed
+               for kind, value in names)
+
+
+def _normal_san(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value.strip()))
+    except ValueError:
+        return value
+
+
+def _no_password() -> str:
+    # Without a callback OpenSSL would prompt on the terminal for an encrypted key.
+    raise ValueError("the key is encrypted: encrypted keys are not supported")
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return exc.reason or str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    return str(exc)
+
+
+class _as_file:  # a context manager used like a function
+    """A path for `load_cert_chain`, which reads only files: the file itself, or inline PEM in an
+    anonymous memory file (never on disk: it may be a private key)."""
+
+    def __init__(self, path: Path | None, pem: str | None) -> None:
+        self._path, self._pem, self._fd = path, pem, -1
+
+    def __enter__(self) -> str:
+        if self._path is not None:
+            return str(self._path)
+        self._fd = os.memfd_create("helios-exporter-tls", os.MFD_CLOEXEC)
+        os.write(self._fd, (self._pem or "").encode())
+        return f"/proc/self/fd/{self._fd}"
+
+    def __exit__(self, *_: object) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)

@@ -1,0 +1,238 @@
+"""Failed credentials: counted by path, logged without the secret, repeated ones slowed down;
+basic auth through the real app (ASGI) with the web configuration's users."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from structlog.testing import capture_logs
+
+from exporter.app import build_app
+from exporter.web import basic_auth
+from exporter.web.auth import AuthFailures
+from exporter.web.guard import WebGuard
+from tests.helpers import StubEngine, make_sidecar
+from tests.web.certs import write_web_config
+
+TOKEN = "events-Token-0123456789abcdef"
+PASSWORD = "correct horse battery staple"
+
+
+def test_the_slow_down_schedule() -> None:
+    now = [100.0]
+    failures = AuthFailures(clock=lambda: now[0])
+    for _ in range(5):
+        assert failures.penalty("/metrics", "10.0.0.9") is None
+        failures.failed("/metrics", "10.0.0.9", "basic")
+    assert failures.penalty("/metrics", "10.0.0.9") is None  # five are free
+    waits = []
+    for _ in range(9):
+        failures.failed("/metrics", "10.0.0.9", "basic")
+        waits.append(failures.penalty("/metrics", "10.0.0.9"))
+        now[0] += 61
+    assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0, 60.0]
+    assert failures.counts[("/metrics", "wrong")] == 14
+    assert failures.counts[("/metrics", "throttled")] == 9
+    assert failures.penalty("/metrics", "10.0.0.8") is None  # another client is not affected
+    failures.failed("/status", "10.0.0.9", "basic")
+    assert failures.throttled_clients() == 1
+    failures.succeeded("10.0.0.9")
+    assert failures.penalty("/status", "10.0.0.9") is None and failures.throttled_clients() == 0
+
+
+def test_failures_are_forgotten_after_ten_quiet_minutes() -> None:
+    now = [0.0]
+    failures = AuthFailures(clock=lambda: now[0])
+    for _ in range(5):
+        failures.failed("/", "c", "basic")
+    now[0] += 601
+    failures.failed("/", "c", "basic")
+    assert failures.penalty("/", "c") is None
+
+
+def test_remembered_clients_are_bounded() -> None:
+    failures = AuthFailures(max_clients=100)
+    for i in range(1000):
+        failures.failed("/metrics", f"10.0.{i // 256}.{i % 256}", "bearer")
+    assert len(failures._clients) == 100
+
+
+def test_unknown_paths_count_as_other() -> None:
+    failures = AuthFailures()
+    failures.missing("/metrics/../../etc", None, "basic")
+    assert failures.counts[("other", "missing")] == 1
+
+
+class Sidecar:
+    def __init__(self, tmp_path: Path, **web: Any) -> None:
+        token_file = tmp_path / "token"
+        token_file.write_text(TOKEN)
+        extra: dict[str, Any] = {"events_token_file": token_file}
+        if web:
+            extra["web_config_file"] = write_web_config(tmp_path / "web.yml", **web)
+        self.sidecar = make_sidecar(StubEngine(), tmp_path / "state", **extra)
+        app: Any = build_app(self.sidecar.loop, self.sidecar.cache, self.sidecar.status,
+                             self.sidecar.events_token, auth_failures=self.sidecar.auth_failures)
+        if self.sidecar.web is not None:
+            app = WebGuard(app, self.sidecar.web, self.sidecar.auth_failures)
+        self.app = app
+
+    def run(self, fn: Callable[[httpx.AsyncClient], Coroutine[Any, Any, Any]]) -> Any:
+        async def go() -> Any:
+            await self.sidecar.loop.cycle()
+            transport = httpx.ASGITransport(app=self.app, client=("10.1.2.3", 40000))
+            async with httpx.AsyncClient(transport=transport, base_url="http://sidecar") as c:
+                result = await fn(c)
+            await self.sidecar.client.aclose()
+            self.sidecar.close()
+            return result
+        return asyncio.run(go())
+
+    def failures(self, path: str, reason: str) -> float | None:
+        return self.sidecar.registry.get_sample_value(  # type: ignore[no-any-return]
+            "helios_exporter_http_auth_failures_total", {"path": path, "reason": reason})
+
+
+def _logged(logs: list[dict[str, Any]]) -> str:
+    return json.dumps(logs, default=str)
+
+
+def test_wrong_bearer_tokens_are_counted_logged_without_the_token_and_slowed_down(
+        tmp_path: Path) -> None:
+    env = Sidecar(tmp_path)
+    body = {"id": "e1", "event": "restore_started"}
+    wrong = "Bearer guess-" + TOKEN[::-1]
+
+    async def go(c: httpx.AsyncClient) -> list[httpx.Response]:
+        answers = [await c.post("/restore/events", json=body)]  # missing: never penalised
+        answers += [await c.post("/restore/events", json=body, headers={"Authorization": wrong})
+                    for _ in range(6)]
+        # Even the right token is not looked at while the penalty runs.
+        answers.append(await c.post("/restore/events", json=body,
+                                    headers={"Authorization": f"Bearer {TOKEN}"}))
+        return answers
+
+    with capture_logs() as logs:
+        answers = env.run(go)
+    assert [a.status_code for a in answers] == [401] * 7 + [429]
+    assert answers[1].headers["www-authenticate"] == "Bearer"
+    assert answers[-1].headers["retry-after"] == "1"
+    assert env.failures("/restore/events", "missing") == 1
+    assert env.failures("/restore/events", "wrong") == 6
+    assert env.failures("/restore/events", "throttled") == 1
+    assert env.failures("/metrics", "wrong") == 0
+    failed = [e for e in logs if e["event"] == "auth_failed"]
+    assert len(failed) == 6 and {e["client"] for e in failed} == {"10.1.2.3"}
+    assert failed[-1]["slowed_down_s"] == 1.0 and failed[-1]["path"] == "/restore/events"
+    text = _logged(logs)
+    assert TOKEN not in text and TOKEN[::-1] not in text
+
+
+def test_the_right_bearer_token_resets_the_count(tmp_path: Path) -> None:
+    env = Sidecar(tmp_path)
+    body = {"id": "e2", "event": "restore_started"}
+
+    async def go(c: httpx.AsyncClient) -> list[int]:
+        codes = []
+        for _ in range(4):
+            codes.append((await c.post("/restore/events", json=body,
+                                       headers={"Authorization": "Bearer nope"})).status_code)
+        codes.append((await c.post("/restore/events", json=body,
+                                   headers={"Authorization": f"Bearer {TOKEN}"})).status_code)
+        for _ in range(5):
+            codes.append((await c.post("/restore/events", json=body,
+                                       headers={"Authorization": "Bearer nope"})).status_code)
+        return codes
+
+    assert env.run(go) == [401] * 4 + [200] + [401] * 5
+
+
+def _basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+@pytest.fixture
+def bcrypt_calls(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The hashes bcrypt was run against (bcrypt itself still runs)."""
+    calls: list[bytes] = []
+    real = basic_auth._checkpw
+
+    def counting(password: bytes, hashed: bytes) -> bool:
+        calls.append(hashed)
+        return real(password, hashed)
+
+    monkeypatch.setattr(basic_auth, "_checkpw", counting)
+    return calls
+
+
+def test_basic_auth_guards_everything_but_probes_and_bearer_apis(
+        tmp_path: Path, bcrypt_calls: list[bytes]) -> None:
+    env = Sidecar(tmp_path, users={"prometheus": PASSWORD})
+
+    async def go(c: httpx.AsyncClient) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for path in ("/metrics", "/status", "/", "/openapi.json", "/anything"):
+            out[f"none {path}"] = await c.get(path)
+        out["wrong"] = await c.get("/metrics", headers=_basic("prometheus", "nope"))
+        out["unknown user"] = await c.get("/metrics", headers=_basic("eve", PASSWORD))
+        out["garbage"] = await c.get("/metrics", headers={"Authorization": "Basic %%%"})
+        out["right"] = await c.get("/metrics", headers=_basic("prometheus", PASSWORD))
+        out["right again"] = await c.get("/status", headers=_basic("prometheus", PASSWORD))
+        out["healthz"] = await c.get("/healthz")
+        out["readyz"] = await c.get("/readyz")
+        out["events"] = await c.post("/restore/events", json={"id": "x", "event": "abort"},
+                                     headers={"Authorization": f"Bearer {TOKEN}"})
+        return out
+
+    with capture_logs() as logs:
+        out = env.run(go)
+    for path in ("/metrics", "/status", "/", "/openapi.json", "/anything"):
+        answer = out[f"none {path}"]
+        assert answer.status_code == 401, path
+        assert answer.headers["www-authenticate"].startswith("Basic realm=")
+    assert out["wrong"].status_code == out["unknown user"].status_code == 401
+    assert out["garbage"].status_code == 401
+    assert out["right"].status_code == 200 and b"helios_engine_up" in out["right"].content
+    assert out["right again"].status_code == 200
+    assert out["healthz"].status_code == out["readyz"].status_code == 200
+    assert out["events"].status_code == 200  # its bearer token, not basic auth
+    # bcrypt: the wrong password, the unknown user (a dummy hash of the same cost), the right
+    # password once: the second request with it was answered from the cache.
+    assert len(bcrypt_calls) == 3
+    hashes = env.sidecar.web.config.users
+    assert bcrypt_calls[0] == bcrypt_calls[2] == hashes["prometheus"]
+    assert bcrypt_calls[1] != hashes["prometheus"] and bcrypt_calls[1][:7] == b"$2b$04$"
+    assert env.failures("/metrics", "missing") == 1
+    assert env.failures("/metrics", "wrong") == 3
+    assert env.failures("other", "missing") == 2
+    assert env.failures("/", "missing") == 1
+    failed = [e for e in logs if e["event"] == "auth_failed"]
+    assert [e["user"] for e in failed] == ["prometheus", "(not a configured user)",
+                                           "(not a configured user)"]
+    text = _logged(logs)
+    assert PASSWORD not in text
+    assert '"nope"' not in text and '"eve"' not in text
+    assert hashes["prometheus"].decode() not in text
+
+
+def test_configured_headers_and_the_rate_limit(tmp_path: Path) -> None:
+    env = Sidecar(tmp_path, users={"p": PASSWORD}, extra=(
+        "http_server_config:\n  headers:\n    X-Content-Type-Options: nosniff\n"
+        "rate_limit:\n  interval: 1h\n  burst: 2\n"))
+
+    async def go(c: httpx.AsyncClient) -> list[httpx.Response]:
+        return [await c.get("/metrics", headers=_basic("p", PASSWORD)) for _ in range(3)] + [
+            await c.get("/healthz")]
+
+    first, second, third, health = env.run(go)
+    assert first.status_code == second.status_code == 200
+    assert first.headers["x-content-type-options"] == "nosniff"
+    assert third.status_code == 429
+    assert health.status_code == 200  # probes are never rate limited

@@ -1,0 +1,212 @@
+"""--web-config-file: the exporter-toolkit format, read strictly, every problem reported at once."""
+
+from __future__ import annotations
+
+import argparse
+import ssl
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from exporter import config as cfg
+from exporter.web.state import WebConfigState
+from exporter.web.webconfig import WebConfigError, load, parse_duration
+from tests.web.certs import CA, bcrypt_hash, write_web_config
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory: pytest.TempPathFactory) -> CA:
+    return CA(tmp_path_factory.mktemp("pki"))
+
+
+def test_exporter_toolkit_example_loads(tmp_path: Path, ca: CA) -> None:
+    """The shape of exporter-toolkit's docs/web-config.yml, with relative paths (resolved
+    against the file's folder, as exporter-toolkit does) and `$2y$` hashes."""
+    server = ca.issue("server", server=True)
+    (tmp_path / "server.crt").write_bytes(server.cert.read_bytes())
+    (tmp_path / "server.key").write_bytes(server.key.read_bytes())
+    path = tmp_path / "web.yml"
+    path.write_text(f"""\
+tls_server_config:
+  cert_file: server.crt
+  key_file: server.key
+basic_auth_users:
+  alice: {bcrypt_hash("alice-pw")}
+  bob: {bcrypt_hash("bob-pw")}
+http_server_config:
+  http2: true
+  headers:
+    X-Frame-Options: deny
+    X-Content-Type-Options: nosniff
+rate_limit:
+  interval: 100ms
+  burst: 20
+""")
+    config, tls = load(path)
+    assert config.tls is not None and config.tls.cert_file == tmp_path / "server.crt"
+    assert set(config.users) == {"alice", "bob"}
+    assert config.headers == (("X-Frame-Options", "deny"), ("X-Content-Type-Options", "nosniff"))
+    assert config.rate_limit is not None and config.rate_limit.interval == pytest.approx(0.1)
+    assert tls is not None and tls.context.minimum_version == ssl.TLSVersion.TLSv1_2
+    assert tls.context.verify_mode == ssl.CERT_NONE
+
+
+def test_empty_file_and_basic_auth_only_mean_no_tls(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.yml"
+    empty.write_text("")
+    config, tls = load(empty)
+    assert tls is None and config.tls is None and not config.users and not config.headers
+    auth = write_web_config(tmp_path / "auth.yml", users={"prometheus": "pw"})
+    config, tls = load(auth)
+    assert tls is None and config.tls is None and set(config.users) == {"prometheus"}
+
+
+def test_inline_certificate_and_key(tmp_path: Path, ca: CA) -> None:
+    server = ca.issue("inline", server=True)
+    indent = "\n".join("    " + ln for ln in server.cert.read_text().splitlines())
+    key = "\n".join("    " + ln for ln in server.key.read_text().splitlines())
+    path = tmp_path / "web.yml"
+    path.write_text(f"tls_server_config:\n  cert: |\n{indent}\n  key: |\n{key}\n")
+    _, tls = load(path)
+    assert tls is not None
+
+
+def test_client_certificate_modes(tmp_path: Path, ca: CA) -> None:
+    server = ca.issue("server2", server=True)
+    for mode, verify in (("RequireAndVerifyClientCert", ssl.CERT_REQUIRED),
+                         ("VerifyClientCertIfGiven", ssl.CERT_OPTIONAL)):
+        path = write_web_config(tmp_path / f"{mode}.yml", server=server, client_auth=mode,
+                                client_ca=ca.path)
+        _, tls = load(path)
+        assert tls is not None and tls.context.verify_mode == verify
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path, ca: CA) -> None:
+    server = ca.issue("server3", server=True)
+    path = tmp_path / "bad.yml"
+    path.write_text(f"""\
+tls_server_config:
+  cert_file: {server.cert}
+  key_file: missing.key
+  client_auth_type: RequireAnyClientCert
+  min_version: TLS14
+  cipher_suites: [TLS_RSA_WITH_RC4_128_SHA]
+  curve_preferences: [X25519]
+basic_auth_users:
+  alice: not-a-hash
+  "bob:x": {bcrypt_hash("pw")}
+http_server_config:
+  headers:
+    X-Frame-Options: allow
+    Server: helios
+rate_limit:
+  interval: soon
+unknown_top: 1
+""")
+    with pytest.raises(WebConfigError) as err:
+        load(path)
+    text = "\n".join(err.value.errors)
+    for needle in ("unknown_top: unknown field", "key_file:", "missing.key",
+                   "RequireAnyClientCert", "TLS14", "unknown cipher: TLS_RSA_WITH_RC4_128_SHA",
+                   "curve_preferences: not supported", "basic_auth_users.alice: not a bcrypt hash",
+                   "'bob:x' is not a user name", "X-Frame-Options", "'Server' can not be configured",
+                   "rate_limit.interval"):
+        assert needle in text, needle
+    assert "not-a-hash" not in text  # a (wrong) secret is never echoed
+
+
+@pytest.mark.parametrize(("tls", "message"), [
+    ("  client_ca_file: {ca}\n", "client CA's have been configured without a Client Auth Policy"),
+    ("  client_auth_type: RequireAndVerifyClientCert\n", "needs client_ca_file or client_ca"),
+    ("  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: {ca}\n"
+     "  client_allowed_sans: [prometheus]\n", "requires client_auth_type RequireAndVerifyClientCert"),
+    ("  min_version: TLS13\n  max_version: TLS12\n", "above max_version"),
+    ("  client_auth_type: Sometimes\n", "invalid ClientAuth 'Sometimes'"),
+])
+def test_inconsistent_tls(tmp_path: Path, ca: CA, tls: str, message: str) -> None:
+    server = ca.issue("server4", server=True)
+    path = tmp_path / "web.yml"
+    path.write_text(f"tls_server_config:\n  cert_file: {server.cert}\n  key_file: {server.key}\n"
+                    + tls.format(ca=ca.path))
+    with pytest.raises(WebConfigError, match=message):
+        load(path)
+
+
+def test_a_key_that_does_not_match_the_certificate(tmp_path: Path, ca: CA) -> None:
+    one, other = ca.issue("one", server=True), ca.issue("other", server=True)
+    path = tmp_path / "web.yml"
+    path.write_text(f"tls_server_config:\n  cert_file: {one.cert}\n  key_file: {other.key}\n")
+    with pytest.raises(WebConfigError, match="cannot load the certificate and key"):
+        load(path)
+
+
+def test_not_yaml_and_not_a_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "web.yml"
+    path.write_text("tls_server_config: [unclosed\n")
+    with pytest.raises(WebConfigError, match="not valid YAML"):
+        load(path)
+    path.write_text("- a list\n")
+    with pytest.raises(WebConfigError, match="expected a mapping"):
+        load(path)
+
+
+def test_go_durations() -> None:
+    assert parse_duration("1s") == 1.0
+    assert parse_duration("1m30s") == 90.0
+    assert parse_duration("250ms") == pytest.approx(0.25)
+    assert parse_duration("0") == 0.0
+    for bad in ("", "1", "s", "1x", "1s garbage", 5):
+        assert parse_duration(bad) is None
+
+
+def test_serve_reports_web_config_errors_with_the_others(tmp_path: Path) -> None:
+    """Through the command line's own loader: all errors at once, exit 2 (like every flag)."""
+    path = tmp_path / "web.yml"
+    path.write_text("basic_auth_users:\n  alice: nope\nbogus: 1\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "exporter", "serve", "--engine-url", "http://127.0.0.1:1",
+         "--web-config-file", str(path), "--http-read-timeout", "0", "--state-dir",
+         str(tmp_path / "s"), "--no-nvml"], capture_output=True, text=True, timeout=60,
+        check=False)
+    assert done.returncode == 2, done.stderr
+    assert "--http-read-timeout: must be greater than 0" in done.stderr
+    assert "basic_auth_users.alice: not a bcrypt hash" in done.stderr
+    assert "bogus: unknown field" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_missing_web_config_file_is_a_config_error(tmp_path: Path) -> None:
+    args = argparse.Namespace(engine_url="http://127.0.0.1:1",
+                              web_config_file=str(tmp_path / "absent.yml"))
+    with pytest.raises(cfg.ConfigError, match="cannot read"):
+        cfg.load(args, "serve", environ={})
+
+
+def test_reload_keeps_the_last_good_configuration(tmp_path: Path) -> None:
+    now = [0.0]
+    path = write_web_config(tmp_path / "web.yml", users={"alice": "one"})
+    state = WebConfigState(path, clock=lambda: now[0], wall=lambda: 1000.0 + now[0])
+    first = state.config.users["alice"]
+    write_web_config(path, users={"alice": "two"})
+    assert state.config.users["alice"] == first  # within a second: not looked at yet
+    now[0] = 1.5
+    assert state.config.users["alice"] != first
+    assert state.last_reload_ok and state.last_success == 1001.5 and state.reloads["success"] == 1
+    good = state.config.users["alice"]
+    path.write_text("basic_auth_users:\n  alice: broken\n")
+    now[0] = 3.0
+    assert state.config.users["alice"] == good
+    assert not state.last_reload_ok and state.reloads["failure"] == 1
+    now[0] = 5.0  # the same broken file is not reported again
+    assert state.config.users["alice"] == good and state.reloads["failure"] == 1
+
+
+def test_turning_tls_on_needs_a_restart(tmp_path: Path, ca: CA) -> None:
+    now = [0.0]
+    path = write_web_config(tmp_path / "web.yml", users={"alice": "one"})
+    state = WebConfigState(path, clock=lambda: now[0])
+    write_web_config(path, server=ca.issue("later", server=True), users={"alice": "one"})
+    now[0] = 2.0
+    assert state.tls() is None and not state.last_reload_ok
