@@ -66,6 +66,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._handshake: asyncio.Task[None] | None = None
         self._serving = False  # uvicorn's connection_made ran: HTTP is spoken
+        # Under TLS, a request sent with the handshake's last flight is delivered before
+        # `start_tls` returns: it waits here for uvicorn's connection_made.
+        self._early: list[bytes] = []
 
     # -- connection ------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -109,6 +112,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             return
         self._serving = True
         super().connection_made(tls)
+        early, self._early = self._early, []
+        for data in early:
+            if not tls.is_closing():
+                self.data_received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_deadlines()
@@ -162,6 +169,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     # -- requests --------------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
+        if not self._serving:
+            self._early.append(data)
+            return
         if self._awaiting_head:
             self._head_bytes += len(data)
         super().data_received(data)

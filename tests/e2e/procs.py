@@ -42,7 +42,10 @@ class Stack(Procs):
         self.tmp = tmp
 
     def prometheus(self, targets: list[str], rule_files: list[Path] = (),  # type: ignore[assignment]
-                   alertmanager: str | None = None, interval: str = "1s") -> tuple[Proc, str]:
+                   alertmanager: str | None = None, interval: str = "1s",
+                   scrape_configs: str | None = None) -> tuple[Proc, str]:
+        """Scraping `targets` as job helios-exporter, or what `scrape_configs` (YAML, the whole
+        section) says."""
         port = free_port()
         config = self.tmp / f"prometheus-{port}.yml"
         lines = [f"global:\n  scrape_interval: {interval}\n  evaluation_interval: {interval}\n"]
@@ -51,8 +54,9 @@ class Stack(Procs):
                          f"        - targets: ['{alertmanager}']\n")
         if rule_files:
             lines.append("rule_files:\n" + "".join(f"  - {r}\n" for r in rule_files))
-        lines.append("scrape_configs:\n  - job_name: helios-exporter\n    static_configs:\n"
-                     f"      - targets: {targets!r}\n")
+        lines.append(scrape_configs or (
+            "scrape_configs:\n  - job_name: helios-exporter\n    static_configs:\n"
+            f"      - targets: {targets!r}\n"))
         config.write_text("".join(lines))
         proc = self.start("prometheus", [
             need("prometheus"), f"--config.file={config}",

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import missing
+from tests.web.tlsproc import logged_errors
 from tools.harness import Proc, Procs, families, free_port, sample, wait_until
 
 READ_TIMEOUT = 2.0
@@ -202,6 +203,7 @@ def _half_open_flood(procs: Procs, cap: int) -> dict[str, object]:
         sampler.join()
         flood.close()
     during = [r for r in scraper.results if t0 <= r[0] <= done]
+    assert logged_errors(proc) == []
     return {"proc": proc, "port": port, "flood": flood, "during": during, "peak": peak[0],
             "baseline": baseline, "opened_in": opened_in, "metrics": self_metrics(port)}
 
@@ -316,7 +318,7 @@ def test_a_flood_over_the_cap_gets_prompt_refusals_not_a_hang(procs: Procs) -> N
     none of the answers), then flood: every newcomer is refused at once (503, or closed); after
     the read timeout the stalled readers are cut and the sidecar answers again."""
     cap = 8
-    _, port = serve(procs, "--http-max-connections", str(cap))
+    proc, port = serve(procs, "--http-max-connections", str(cap))
     stalled = []
     for _ in range(cap):
         sock = socket.socket()
@@ -347,3 +349,4 @@ def test_a_flood_over_the_cap_gets_prompt_refusals_not_a_hang(procs: Procs) -> N
     metrics = self_metrics(port)
     assert metrics["closed_slow_reader"] == cap
     assert metrics["refused_total"] >= 200  # and the retries of the wait just above
+    assert logged_errors(proc) == []
