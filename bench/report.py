@@ -22,6 +22,9 @@ GOALS = {
     "steady_cpu_share": 0.02,
     "steady_rss_mib": 80.0,
     "soak_rss_growth_mib": 10.0,
+    # A gzip scrape's CPU over an identity scrape's, at most this share of compressing the body
+    # once: the compression is paid once per poll cycle, not per scrape.
+    "gzip_excess_share": 0.5,
 }
 NVML_DOC_RANGE_MS = (0.2, 0.4)  # docs/gpu.md: "roughly 0.2-0.4 ms per GPU" against the fake
 
@@ -379,6 +382,38 @@ def observer_cost(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | N
               "series, so it grows during the first requests). Phase edges add a poll each.", ""]
     goals.append(("observer cost at a 1 s poll, client mean vs off (no goal: reported)", "none",
                   f"{summary['1 s']['vs_off'] * 100:+.1f}% (spread {ms(spread)})", None))
+def scrape_cost(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | None]]) -> list[str]:
+    d = rec["data"]
+    compress = d["gzip_compress_cpu_ms"]
+    lines = [
+        f"One sidecar scraped by {d['load_generator']}, {d['duration_s']:g} s per point, the "
+        "variants alternating order per client count: no Accept-Encoding (*identity*), "
+        "`Accept-Encoding: gzip` as Prometheus sends it (*gzip*), and a second sidecar with "
+        "`--web-config-file` (TLS, basic auth with a bcrypt cost-10 hash) scraped with gzip and "
+        f"the right password on every request (*tls+auth*). Body {d['identity_bytes']:,} bytes, "
+        f"{d['gzip_bytes']:,} gzipped; compressing it once in-process costs {ms(compress)} of "
+        "CPU (gzip level 6, median of 200): what every gzip scrape would add without the cache.",
+        "", "| variant | clients | req/s | p50 | p99 | bytes/answer | sidecar CPU per scrape "
+        "| errors |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    by: dict[tuple[str, int], dict[str, Any]] = {}
+    for variant, points in d["points"].items():
+        for p in points:
+            by[(variant, p["clients"])] = p
+            lines.append(f"| {variant} | {p['clients']} | {p['rps']:,.0f} | {ms(p['p50_ms'])} "
+                         f"| {ms(p['p99_ms'])} | {p['bytes_per_response']:,.0f} "
+                         f"| {ms(p['server_cpu_ms_per_scrape'])} | {p['errors']} |")
+    lines += ["", "CPU per scrape is the sidecar's CPU time over the point (poll cycles and the "
+              "one compression per cycle included) divided by the answers it gave.", ""]
+    for clients in d["clients"]:
+        ident, gz = by.get(("identity", clients)), by.get(("gzip", clients))
+        if ident is None or gz is None:
+            continue
+        excess = gz["server_cpu_ms_per_scrape"] - ident["server_cpu_ms_per_scrape"]
+        goals.append((f"gzip scrape CPU over identity's, {_clients(clients)}",
+                      f"< {GOALS['gzip_excess_share']:g} x one compression ({ms(compress)})",
+                      f"{excess * 1000:+.0f} µs ({ms(gz['server_cpu_ms_per_scrape'])} vs "
+                      f"{ms(ident['server_cpu_ms_per_scrape'])})",
+                      excess < GOALS["gzip_excess_share"] * compress))
     return lines
 
 
@@ -397,6 +432,7 @@ RENDER: dict[str, tuple[str, Any]] = {
     "nvml_poll": ("6. NVML poll cost per GPU", nvml_poll),
     "observer_cost": ("7. Observer cost: engine latency with polling off, every 5 s, every 1 s",
                       observer_cost),
+    "scrape_cost": ("8. What a scrape costs: identity, gzip, TLS with basic auth", scrape_cost),
 }
 
 
@@ -570,7 +606,7 @@ METHOD = """
   `bench/suite.py`, which runs each section below as its own process group under a time bound
   and writes this page. Sections: `bench/scrape_load.py`, `bench/ingest.py`,
   `bench/poll_cost.py`, `bench/soak.py`, `bench/alert_latency.py`, `bench/nvml_poll.py`,
-  `bench/observer_cost.py`; each also runs alone (`--help`).
+  `bench/observer_cost.py`, `bench/scrape_cost.py`; each also runs alone (`--help`).
 - Nothing is pinned to a CPU: on 2 cores the sidecar, the simulated engine, the load generator and
   whatever else runs on the machine share them, and the tables say how busy the machine was.
 - wrk is a closed-loop generator (each connection waits for its answer), so latency percentiles

@@ -55,8 +55,10 @@ end
 
 
 def run_wrk(url: str, clients: int, duration: float, workdir: Path, label: str,
-            threads: int = 2, timeout_s: int = 10) -> dict[str, Any]:
-    """One wrk run; returns wrk's figures plus the CPU wrk itself used (from wait4)."""
+            threads: int = 2, timeout_s: int = 10, headers: list[str] = ()  # type: ignore[assignment]
+            ) -> dict[str, Any]:
+    """One wrk run; returns wrk's figures plus the CPU wrk itself used (from wait4). `headers`:
+    extra request headers, "Name: value"."""
     wrk = shutil.which("wrk")
     if wrk is None:
         raise RuntimeError("wrk not on PATH (bench/run installs it)")
@@ -65,7 +67,8 @@ def run_wrk(url: str, clients: int, duration: float, workdir: Path, label: str,
         script.write_text(LUA)
     out_path = workdir / f"wrk-{label}.out"
     args = [wrk, f"-t{min(threads, clients)}", f"-c{clients}", f"-d{duration:g}s",
-            f"--timeout={timeout_s}s", "--latency", "-s", str(script), url]
+            f"--timeout={timeout_s}s", *(a for h in headers for a in ("-H", h)), "--latency",
+            "-s", str(script), url]
     with out_path.open("wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
         try:

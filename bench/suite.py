@@ -34,7 +34,7 @@ from benchlib import PYTHON, ROOT, host_cpu_busy, loadavg, machine
 
 BENCH = ROOT / "bench"
 SECTIONS = ("scrape_load", "ingest", "poll_cost", "soak", "alert_latency", "nvml_poll",
-            "observer_cost")
+            "observer_cost", "scrape_cost")
 
 
 def plan(quick: bool, work: Path) -> dict[str, dict[str, Any]]:
@@ -73,6 +73,10 @@ def plan(quick: bool, work: Path) -> dict[str, dict[str, Any]]:
             "cmd": ["bench/observer_cost.py", "--reps", "2" if q else "3", "--seconds",
                     "5" if q else "20", "--workdir", str(work / "observer_cost")],
             "timeout": 150 if q else 330, "json": out("observer_cost")},
+        "scrape_cost": {
+            "cmd": ["bench/scrape_cost.py", "--duration", "3" if q else "8", "--clients", "1", "8",
+                    "--workdir", str(work / "scrape_cost")],
+            "timeout": 120 if q else 240, "json": out("scrape_cost")},
     }
 
 

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from tests.e2e.procs import Stack, query, wait_for
-from tests.web.certs import CA, write_web_config
 from tests.web.tlsproc import tls_sidecar
+from tools.pki import CA, write_web_config
 
 pytestmark = pytest.mark.e2e
 

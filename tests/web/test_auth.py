@@ -19,7 +19,7 @@ from exporter.web import basic_auth
 from exporter.web.auth import AuthFailures
 from exporter.web.guard import WebGuard
 from tests.helpers import StubEngine, make_sidecar
-from tests.web.certs import write_web_config
+from tools.pki import write_web_config
 
 TOKEN = "events-Token-0123456789abcdef"
 PASSWORD = "correct horse battery staple"

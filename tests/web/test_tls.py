@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.web.certs import CA, Issued, write_web_config
 from tests.web.tlsproc import client_context, logged_errors, tls_sidecar
 from tools.harness import Procs, families, sample, wait_until
+from tools.pki import CA, Issued, write_web_config
 
 PASSWORD = "scrape-Pa55word"
 AUTH = ("prometheus", PASSWORD)

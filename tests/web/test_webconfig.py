@@ -13,7 +13,7 @@ import pytest
 from exporter import config as cfg
 from exporter.web.state import WebConfigState
 from exporter.web.webconfig import WebConfigError, load, parse_duration
-from tests.web.certs import CA, bcrypt_hash, write_web_config
+from tools.pki import CA, bcrypt_hash, write_web_config
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.web.certs import Issued
 from tools.harness import Proc, Procs, free_port, wait_until
+from tools.pki import Issued
 
 
 def client_context(ca: Path | None, client: Issued | None = None) -> ssl.SSLContext:

@@ -1,5 +1,6 @@
-"""Test certificates made with `cryptography`: a CA, server and client certificates (good,
-expired, from another CA, with other SANs), bcrypt hashes, and web configuration files."""
+"""Certificates made with `cryptography` (the test extra) for the tests and benchmarks of TLS: a
+CA, server and client certificates (good, expired, from another CA, with other SANs), bcrypt
+hashes, and web configuration files (`--web-config-file`)."""
 
 from __future__ import annotations
 
@@ -81,7 +82,9 @@ def bcrypt_hash(password: str, cost: int = 4) -> str:
 
 def write_web_config(path: Path, *, server: Issued | None = None, users: dict[str, str] | None = None,
                      client_auth: str | None = None, client_ca: Path | None = None,
-                     extra_tls: str = "", extra: str = "") -> Path:
+                     extra_tls: str = "", extra: str = "", cost: int = 4) -> Path:
+    """`users`: name -> password, hashed with bcrypt at `cost` (4, the least, keeps tests fast;
+    10 is htpasswd's and the docs' choice)."""
     lines = []
     if server is not None:
         lines += ["tls_server_config:", f"  cert_file: {server.cert}", f"  key_file: {server.key}"]
@@ -92,6 +95,6 @@ def write_web_config(path: Path, *, server: Issued | None = None, users: dict[st
         lines += [f"  {line}" for line in extra_tls.splitlines() if line]
     if users:
         lines.append("basic_auth_users:")
-        lines += [f"  {user}: '{bcrypt_hash(password)}'" for user, password in users.items()]
+        lines += [f"  {user}: '{bcrypt_hash(password, cost)}'" for user, password in users.items()]
     path.write_text("\n".join(lines) + "\n" + extra)
     return path
