@@ -182,7 +182,9 @@ def check_serve_config(args: list[str], env: dict[str, str], serve_flags: set[st
     """`args` + `env` is a sidecar command line the exporter accepts: the command is `serve`,
     every flag and every HELIOS_EXPORTER_* variable names a real `serve` flag, and the values
     pass the exporter's own configuration loader. Files (`*_FILE`), which exist only inside the
-    container, are replaced by a readable file in `scratch` for the loader."""
+    container, are replaced by a readable file in `scratch` for the loader (an empty web
+    configuration for the web-config file, which must be YAML; tests/deploy/test_tls_example.py
+    checks the real one)."""
     from exporter import config as cfg
 
     assert args[:1] == ["serve"], args
@@ -193,7 +195,10 @@ def check_serve_config(args: list[str], env: dict[str, str], serve_flags: set[st
     assert set(ours) <= known_env, f"unknown variables: {sorted(set(ours) - known_env)}"
     stand_in = scratch / "stand-in-file"
     stand_in.write_text("stand-in\n")
-    ours = {k: str(stand_in) if k.endswith("_FILE") else v for k, v in ours.items()}
+    empty_web = scratch / "stand-in-web-config.yml"
+    empty_web.write_text("")
+    ours = {k: str(empty_web if k == env_name("--web-config-file") else stand_in)
+            if k.endswith("_FILE") else v for k, v in ours.items()}
     parser = argparse.ArgumentParser()
     cfg.add_arguments(parser, "serve")
     try:

@@ -64,8 +64,9 @@ def volume(workload: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def check_sidecar(objects: list[dict[str, Any]], workload: dict[str, Any], serve_flags: set[str],
-                  scratch: Path) -> dict[str, str]:
-    """Assert the sidecar of `workload` is complete and safe; return its environment."""
+                  scratch: Path, probe_scheme: str | None = None) -> dict[str, str]:
+    """Assert the sidecar of `workload` is complete and safe; return its environment.
+    `probe_scheme`: HTTPS where the sidecar serves TLS (deploy/kubernetes-tls)."""
     name = workload["metadata"]["name"]
     pod = pod_spec(workload)
     sidecar = sidecar_of(workload)
@@ -85,8 +86,11 @@ def check_sidecar(objects: list[dict[str, Any]], workload: dict[str, Any], serve
     assert users and users[-1].split(":")[0] == str(sc["runAsUser"]), "the image's USER"
 
     # Probes: restart a hung sidecar; no readiness probe, which would gate the engine's traffic.
-    assert sidecar["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": METRICS_PORT}
-    assert sidecar["startupProbe"]["httpGet"] == {"path": "/healthz", "port": METRICS_PORT}
+    probe = {"path": "/healthz", "port": METRICS_PORT}
+    if probe_scheme is not None:
+        probe["scheme"] = probe_scheme
+    assert sidecar["livenessProbe"]["httpGet"] == probe
+    assert sidecar["startupProbe"]["httpGet"] == probe
     assert "readinessProbe" not in sidecar, name
 
     resources = sidecar["resources"]

@@ -10,6 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.deploy.conftest import kustomize
+from tests.deploy.tls_example import TLS, example_settings, materialize
 from tests.e2e.procs import Stack, query, wait_for
 from tests.web.tlsproc import tls_sidecar
 from tools.pki import CA, write_web_config
@@ -104,3 +106,30 @@ def test_prometheus_scrapes_over_tls_with_basic_auth_and_a_client_certificate(
              "wrong passwords counted", sidecar)
     handshakes = query(prom, 'helios_exporter_http_tls_handshake_failures_total{job="new-password"}')
     assert handshakes and float(handshakes[0]["value"][1]) > 0
+
+
+def test_the_kubernetes_tls_example_as_the_operator_would_configure_prometheus(
+        stack: Stack, tmp_path: Path) -> None:
+    """deploy/kubernetes-tls as rendered: its web configuration in a real sidecar (with a
+    certificate for its Certificate's name), and its PodMonitor endpoint turned into the scrape
+    job the Prometheus Operator generates (scheme, tls_config with the CA and server name,
+    basic_auth from the Secret)."""
+    settings = example_settings(kustomize(TLS))
+    ca = CA(tmp_path / "pki")
+    web = materialize(settings, tmp_path / "pod", ca)
+    sidecar, url = tls_sidecar(stack, web, ca.path, check_hostname=False)
+    endpoint = settings["endpoint"]
+    tls = endpoint["tlsConfig"]
+    password = tmp_path / "scrape-password"
+    password.write_text(settings["password"])
+    job = (f"  - job_name: helios-exporter\n"
+           f"    scheme: {endpoint['scheme']}\n"
+           f"    metrics_path: {endpoint['path']}\n"
+           f"    tls_config: {{ca_file: {tmp_path / 'pod/etc/helios-exporter/tls/ca.crt'}, "
+           f"server_name: {tls['serverName']}}}\n"
+           f"    basic_auth: {{username: {settings['username']}, password_file: {password}}}\n"
+           f"    static_configs: [{{targets: ['{url.removeprefix('https://')}']}}]\n")
+    _, prom = stack.prometheus([], scrape_configs="scrape_configs:\n" + job)
+    wait_for(lambda: query(prom, 'up{job="helios-exporter"} == 1'), 60, "the example scraped",
+             sidecar)
+    wait_for(lambda: query(prom, "helios_restore_window_open"), 30, "its series", sidecar)
