@@ -27,7 +27,7 @@ from tests.web.tlsproc import logged_errors
 from tools.harness import Proc, Procs, families, free_port, sample, wait_until
 
 READ_TIMEOUT = 2.0
-SLACK = 2.5  # seconds of scheduling delay allowed on a loaded two-core machine
+SLACK = 4.0  # seconds of scheduling delay allowed on a loaded two-core machine (load 5+)
 HALF_HEAD = b"GET /metrics HTTP/1.1\r\nHost: sidecar\r\n"  # no blank line: never complete
 
 
@@ -217,6 +217,11 @@ def _check_half_open(r: dict[str, object]) -> None:
     assert max(flood.lifetimes()) <= READ_TIMEOUT + SLACK, max(flood.lifetimes())
     during = r["during"]
     assert isinstance(during, list) and len(during) >= 5, during
+    # The figures docs/hardening.md quotes (pytest -s shows them).
+    print(f"\nhalf-open flood: 5000 opened in {r['opened_in']:.2f} s; closed after "
+          f"{min(flood.lifetimes()):.2f}-{max(flood.lifetimes()):.2f} s; descriptors "
+          f"{r['baseline']} -> peak {r['peak']} -> {r['baseline']}; {len(during)} scrapes during "
+          f"it, slowest {max(d[2] for d in during):.2f} s; {r['metrics']}")
     assert {status for _, status, _ in during} == {200}, during
 
 
@@ -339,6 +344,8 @@ def test_a_flood_over_the_cap_gets_prompt_refusals_not_a_hang(procs: Procs) -> N
             outcomes.append(type(exc).__name__)
         slowest = max(slowest, time.monotonic() - start)
     flood_took = time.monotonic() - t0
+    print(f"\nflood over the cap: {len(outcomes)} tries in {flood_took:.2f} s, slowest "
+          f"{slowest * 1000:.0f} ms; {sorted((o, outcomes.count(o)) for o in set(outcomes))}")
     assert "200" not in outcomes and "TimeoutError" not in outcomes, outcomes
     assert outcomes.count("503") >= 100, outcomes  # most see the 503; the rest a reset
     assert slowest < 1.0 and flood_took < READ_TIMEOUT, (slowest, flood_took)
