@@ -64,6 +64,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._write_deadline: asyncio.TimerHandle | None = None
         self._awaiting_head = True
         self._head_bytes = 0
+        self._in_request = False  # a request has begun and not fully arrived
         self._handshake: asyncio.Task[None] | None = None
         self._serving = False  # uvicorn's connection_made ran: HTTP is spoken
         # Under TLS, a request sent with the handshake's last flight is delivered before
@@ -175,6 +176,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._awaiting_head:
             self._head_bytes += len(data)
         super().data_received(data)
+        # Armed only when a request is still incomplete after what arrived: a request that
+        # comes in one piece (a scrape) costs no timer.
+        if self._in_request and self._read_deadline is None:
+            self._read_deadline = self.loop.call_later(self.guard.read_timeout, self._expired,
+                                                       "slow_request")
         if (self._awaiting_head and self._head_bytes > HTTP_MAX_HEAD_BYTES
                 and not self.transport.is_closing()):
             self.guard.closing("head_too_large")
@@ -184,9 +190,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self._read_deadline is None:
-            self._read_deadline = self.loop.call_later(self.guard.read_timeout, self._expired,
-                                                       "slow_request")
+        self._in_request = True
         self.guard.waiting(self)
 
     def on_headers_complete(self) -> None:
@@ -195,6 +199,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
+        self._in_request = False
         if self._read_deadline is not None:
             self._read_deadline.cancel()
             self._read_deadline = None

@@ -253,10 +253,17 @@ def test_5000_half_open_connections_against_the_cap(procs: Procs) -> None:
     assert peak <= baseline + 2 * 256, (peak, baseline)
 
 
-def test_a_slowloris_drip_is_cut_at_the_deadline_however_fast_it_drips(procs: Procs) -> None:
-    """Bytes keep arriving, but the head never completes: the deadline is for the whole head."""
+@pytest.mark.parametrize("kept_alive", [False, True])
+def test_a_slowloris_drip_is_cut_at_the_deadline_however_fast_it_drips(
+        procs: Procs, kept_alive: bool) -> None:
+    """Bytes keep arriving, but the head never completes: the deadline is for the whole head,
+    also for the next request on a kept-alive connection (counted from its first byte)."""
     _, port = serve(procs)
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    if kept_alive:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: s\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+        time.sleep(READ_TIMEOUT + 0.5)  # idle, not slow: the idle timeout (75 s) applies
     t0 = time.monotonic()
     sock.sendall(b"GET /metrics HTTP/1.1\r\n")
     closed_after = None
