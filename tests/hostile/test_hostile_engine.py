@@ -20,7 +20,16 @@ from typing import Any
 import httpx
 import pytest
 
-from exporter.labels import ERROR_REASONS, MISS_REASONS, SOURCES
+from exporter.labels import (
+    AUTH_FAILURE_REASONS,
+    AUTH_PATHS,
+    COLLECTORS,
+    CONNECTION_CLOSE_REASONS,
+    ENGINE_PATHS,
+    ERROR_REASONS,
+    MISS_REASONS,
+    SOURCES,
+)
 from exporter.passthrough import DEFAULT_ALLOW
 from tests.e2e.procs import Proc, free_port, http_ok, wait_for
 from tests.helpers import promtool_check_metrics
@@ -33,8 +42,11 @@ TIMEOUT = 1.0  # generous: a sane poll must never time out on a loaded CI machin
 SCRAPE_BUDGET = 1.0  # seconds one /metrics may take, whatever the engine is doing
 LABEL_VALUE = re.compile(r"[A-Za-z0-9._:@/+=-]*")  # every label value the sidecar may export
 CLOSED_LABELS: dict[str, set[str]] = {
-    "reason": set(MISS_REASONS) | set(ERROR_REASONS),
+    "reason": (set(MISS_REASONS) | set(ERROR_REASONS) | set(CONNECTION_CLOSE_REASONS)
+               | set(AUTH_FAILURE_REASONS)),
     "source": set(SOURCES),
+    "collector": set(COLLECTORS),
+    "path": set(ENGINE_PATHS) | set(AUTH_PATHS),
     "family": set(DEFAULT_ALLOW),
     "generation": {SANE_GENERATION},
     "kind": {"row", "page"},

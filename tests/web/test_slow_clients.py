@@ -27,7 +27,12 @@ from tests.web.tlsproc import logged_errors
 from tools.harness import Proc, Procs, families, free_port, sample, wait_until
 
 READ_TIMEOUT = 2.0
-SLACK = 4.0  # seconds of scheduling delay allowed on a loaded two-core machine (load 5+)
+# Seconds a deadline may fire late: the sidecar's event loop and this test share two cores with
+# whatever else runs (scripts/test runs three test processes at once; other work on the machine
+# took the load average above 10 while these were written). What is tested is that connections are
+# cut by the deadline (none earlier, all of them, descriptors back), not how punctually a starved
+# process is scheduled; docs/hardening.md reports the lateness measured.
+SLACK = 10.0
 HALF_HEAD = b"GET /metrics HTTP/1.1\r\nHost: sidecar\r\n"  # no blank line: never complete
 
 
@@ -329,8 +334,11 @@ def test_a_flood_over_the_cap_gets_prompt_refusals_not_a_hang(procs: Procs) -> N
     """Fill the cap with connections busy with a request (they pipelined 2,000 scrapes and read
     none of the answers), then flood: every newcomer is refused at once (503, or closed); after
     the read timeout the stalled readers are cut and the sidecar answers again."""
-    cap = 8
-    proc, port = serve(procs, "--http-max-connections", str(cap))
+    cap, timeout = 8, 10.0  # long enough that the stalled readers stay busy through the flood
+    proc, url = procs.sidecar(f"http://127.0.0.1:{free_port()}", "--poll-interval", "0.3",
+                              "--http-read-timeout", str(timeout), "--http-max-connections",
+                              str(cap))
+    port = int(url.rsplit(":", 1)[1])
     stalled = []
     for _ in range(cap):
         sock = socket.socket()
@@ -355,9 +363,10 @@ def test_a_flood_over_the_cap_gets_prompt_refusals_not_a_hang(procs: Procs) -> N
           f"{slowest * 1000:.0f} ms; {sorted((o, outcomes.count(o)) for o in set(outcomes))}")
     assert "200" not in outcomes and "TimeoutError" not in outcomes, outcomes
     assert outcomes.count("503") >= 100, outcomes  # most see the 503; the rest a reset
-    assert slowest < 1.0 and flood_took < READ_TIMEOUT, (slowest, flood_took)
+    # Prompt: far from the client's 10 s timeout, which a queued (hanging) request would hit.
+    assert slowest < 3.0 and flood_took < timeout, (slowest, flood_took)
     # The stalled readers are cut by the write deadline; the sidecar answers again.
-    wait_until(lambda: scrape(port)[0] == 200, READ_TIMEOUT + SLACK + 5, "a 200 after the flood")
+    wait_until(lambda: scrape(port)[0] == 200, timeout + SLACK, "a 200 after the flood")
     for sock in stalled:
         sock.close()
     metrics = self_metrics(port)

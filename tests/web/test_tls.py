@@ -125,7 +125,7 @@ def test_a_half_open_connection_is_cut_before_its_tls_handshake(
         with contextlib.suppress(ConnectionResetError):  # closed, or reset: either way cut
             assert sock.recv(1) == b""
         sock.close()
-    assert time.monotonic() - t0 < 1 + 2.5
+    assert time.monotonic() - t0 < 1 + 10  # the deadline, with room for a starved event loop
     assert get(url + "/healthz", ca).status_code == 200
 
 
