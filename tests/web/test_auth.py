@@ -79,7 +79,8 @@ class Sidecar:
             extra["web_config_file"] = write_web_config(tmp_path / "web.yml", **web)
         self.sidecar = make_sidecar(StubEngine(), tmp_path / "state", **extra)
         app: Any = build_app(self.sidecar.loop, self.sidecar.cache, self.sidecar.status,
-                             self.sidecar.events_token, auth_failures=self.sidecar.auth_failures)
+                             self.sidecar.events_token, self.sidecar.phases, page=self.sidecar.page,
+                             auth_failures=self.sidecar.auth_failures)
         if self.sidecar.web is not None:
             app = WebGuard(app, self.sidecar.web, self.sidecar.auth_failures)
         self.app = app
@@ -133,6 +134,24 @@ def test_wrong_bearer_tokens_are_counted_logged_without_the_token_and_slowed_dow
     assert failed[-1]["slowed_down_s"] == 1.0 and failed[-1]["path"] == "/restore/events"
     text = _logged(logs)
     assert TOKEN not in text and TOKEN[::-1] not in text
+
+
+def test_both_bearer_apis_share_the_count_and_the_slow_down(tmp_path: Path) -> None:
+    """Guessing on the phases API slows the client down on the events API too; each path
+    counts its own failures."""
+    env = Sidecar(tmp_path)
+    wrong = {"Authorization": "Bearer nope"}
+
+    async def go(c: httpx.AsyncClient) -> list[int]:
+        codes = [(await c.post("/experiment/phases", json={"name": "a", "action": "begin"},
+                               headers=wrong)).status_code for _ in range(6)]
+        codes.append((await c.post("/restore/events", json={"id": "e", "event": "abort"},
+                                   headers={"Authorization": f"Bearer {TOKEN}"})).status_code)
+        return codes
+
+    assert env.run(go) == [401] * 6 + [429]
+    assert env.failures("/experiment/phases", "wrong") == 6
+    assert env.failures("/restore/events", "throttled") == 1
 
 
 def test_the_right_bearer_token_resets_the_count(tmp_path: Path) -> None:
