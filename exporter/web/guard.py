@@ -1,9 +1,10 @@
 """ASGI middleware for `--web-config-file`: basic auth, the configured headers, the rate limit.
 
-Basic auth guards every path except the probes (`/healthz`, `/readyz`: a kubelet has no
-password) and the two APIs that carry their own bearer token (a request has one Authorization
-header). So `/metrics`, `/status`, the status page `/` and anything added later are protected by
-default, as exporter-toolkit protects every path of the exporter it wraps. The rate limit
+Basic auth guards every request except the probes (`/healthz`, `/readyz`: a kubelet has no
+password) and the two POST APIs that carry their own bearer token (a request has one
+Authorization header). So `/metrics`, `/status`, the status page `/`, `GET /experiment/phases`
+(which has no token of its own) and anything added later are protected by default, as
+exporter-toolkit protects every path of the exporter it wraps. The rate limit
 (`rate_limit`, one token bucket for the whole server as in exporter-toolkit) spares the probes too:
 a liveness probe answered 429 would get the pod restarted.
 
@@ -25,7 +26,7 @@ from exporter.web.state import WebConfigState
 from exporter.web.webconfig import RateLimit
 
 PROBES = frozenset({"/healthz", "/readyz"})
-OPEN_PATHS = PROBES | {"/restore/events", "/experiment/phases"}
+BEARER_APIS = frozenset({"/restore/events", "/experiment/phases"})  # their POST only
 UNAUTHORIZED = b"Unauthorized\n"
 
 
@@ -63,7 +64,8 @@ class WebGuard:
         if config.rate_limit is not None and path not in PROBES and not self._allow(config.rate_limit):
             await _plain(send, 429, b"Too Many Requests\n", [(b"retry-after", b"1")])
             return
-        if config.users and path not in OPEN_PATHS:
+        if config.users and path not in PROBES and not (
+                path in BEARER_APIS and scope["method"] == "POST"):
             denied = await self._check(scope, config.users, path)
             if denied is not None:
                 await denied(scope, receive, send)

@@ -197,7 +197,8 @@ def test_basic_auth_guards_everything_but_probes_and_bearer_apis(
 
     async def go(c: httpx.AsyncClient) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for path in ("/metrics", "/status", "/", "/openapi.json", "/anything"):
+        for path in ("/metrics", "/status", "/", "/openapi.json", "/anything",
+                     "/experiment/phases"):
             out[f"none {path}"] = await c.get(path)
         out["wrong"] = await c.get("/metrics", headers=_basic("prometheus", "nope"))
         out["unknown user"] = await c.get("/metrics", headers=_basic("eve", PASSWORD))
@@ -212,7 +213,7 @@ def test_basic_auth_guards_everything_but_probes_and_bearer_apis(
 
     with capture_logs() as logs:
         out = env.run(go)
-    for path in ("/metrics", "/status", "/", "/openapi.json", "/anything"):
+    for path in ("/metrics", "/status", "/", "/openapi.json", "/anything", "/experiment/phases"):
         answer = out[f"none {path}"]
         assert answer.status_code == 401, path
         assert answer.headers["www-authenticate"].startswith("Basic realm=")
@@ -231,6 +232,7 @@ def test_basic_auth_guards_everything_but_probes_and_bearer_apis(
     assert env.failures("/metrics", "missing") == 1
     assert env.failures("/metrics", "wrong") == 3
     assert env.failures("other", "missing") == 2
+    assert env.failures("/experiment/phases", "missing") == 1  # GET: no token of its own
     assert env.failures("/", "missing") == 1
     failed = [e for e in logs if e["event"] == "auth_failed"]
     assert [e["user"] for e in failed] == ["prometheus", "(not a configured user)",
