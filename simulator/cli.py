@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import random
 import signal
@@ -20,7 +21,7 @@ from simulator.app import build_app
 from simulator.engine import EngineConfig, SimulatedEngine
 from simulator.latency import LatencyModel
 from simulator.outage import OutageOptions
-from simulator.runner import DEFAULT_RATES, ENGINE_DEFAULTS, SCENARIOS, build_scenario
+from simulator.runner import DEFAULT_RATES, ENGINE_DEFAULTS, OUTAGE_DEFAULTS, SCENARIOS, build_scenario
 from simulator.slabs import SlabGeometry
 
 log = structlog.get_logger("simulator.cli")
@@ -63,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="tokens in one KV page, i.e. one index block (default: %(default)s)")
     tier.add_argument("--stores-per-request", type=int, default=None, metavar="N",
                       help="checkpoints stored per request, spread over the prompt's blocks "
-                      "(default: 3; 12 for reverse-replay and idle)")
+                      "(default: 3; 12 for reverse-replay, idle and demo)")
 
     timing = parser.add_argument_group("request timing (docs/simulator.md, 'Latency')")
     timing.add_argument("--time-scale", type=finite_float, default=EngineConfig.time_scale,
@@ -88,18 +89,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ident.add_argument("--container-id", default=None,
                        help="container id (default: derived from the seed)")
 
-    out = parser.add_argument_group("outage scenario (seconds may be fractional)")
-    defaults = OutageOptions()
-    out.add_argument("--outage-after", type=finite_float, default=defaults.outage_after, metavar="S",
-                     help="serve this long before admission turns draining (default: %(default)s)")
-    out.add_argument("--drain-seconds", type=finite_float, default=defaults.drain_seconds, metavar="S",
-                     help="stay draining this long, then closed (default: %(default)s)")
-    out.add_argument("--closed-seconds", type=finite_float, default=defaults.closed_seconds, metavar="S",
-                     help="stay closed this long, then the container stops (default: %(default)s)")
-    out.add_argument("--down-seconds", type=finite_float, default=defaults.down_seconds, metavar="S",
+    out = parser.add_argument_group("outage and demo scenarios (seconds may be fractional)")
+
+    def default_of(name: str) -> str:
+        values = {k: getattr(o, name) for k, o in OUTAGE_DEFAULTS.items()}
+        return "; ".join(f"{v:g} for {k}" for k, v in values.items())
+
+    out.add_argument("--outage-after", type=finite_float, default=None, metavar="S",
+                     help=f"serve this long before admission turns draining (default: "
+                     f"{default_of('outage_after')})")
+    out.add_argument("--drain-seconds", type=finite_float, default=None, metavar="S",
+                     help=f"stay draining this long, then closed (default: {default_of('drain_seconds')})")
+    out.add_argument("--closed-seconds", type=finite_float, default=None, metavar="S",
+                     help="stay closed this long, then the container stops (default: "
+                     f"{default_of('closed_seconds')})")
+    out.add_argument("--down-seconds", type=finite_float, default=None, metavar="S",
                      help="stay down (503, no snapshot) this long, then restore "
-                     "(default: %(default)s)")
-    out.add_argument("--outage-container", choices=("same", "new"), default=defaults.container,
+                     f"(default: {default_of('down_seconds')})")
+    out.add_argument("--outage-container", choices=("same", "new"), default="same",
                      help="restore into the retained container or a new one (default: %(default)s)")
     out.add_argument("--outage-keep-generation", action="store_true",
                      help="restore with the incumbent's generation (a failed fresh_generation)")
@@ -131,15 +138,21 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
     )
 
 
-def create_app(args: argparse.Namespace) -> FastAPI:
-    """The app ``run`` serves, built from parsed arguments (raises ValueError on bad options)."""
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
-    outage = OutageOptions(
-        outage_after=args.outage_after, drain_seconds=args.drain_seconds,
-        closed_seconds=args.closed_seconds, down_seconds=args.down_seconds,
+def outage_options(args: argparse.Namespace) -> OutageOptions:
+    """The outage timeline: the scenario's defaults (runner.OUTAGE_DEFAULTS) with what was given."""
+    timings = ("outage_after", "drain_seconds", "closed_seconds", "down_seconds")
+    given = {name: getattr(args, name) for name in timings if getattr(args, name) is not None}
+    return dataclasses.replace(
+        OUTAGE_DEFAULTS.get(args.scenario, OutageOptions()), **given,
         container=args.outage_container, keep_generation=args.outage_keep_generation,
         new_image=args.outage_new_image, stuck_requests=args.outage_stuck_requests,
     )
+
+
+def create_app(args: argparse.Namespace) -> FastAPI:
+    """The app ``run`` serves, built from parsed arguments (raises ValueError on bad options)."""
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    outage = outage_options(args)
     engine = SimulatedEngine(_engine_config(args), seed=seed)
     scenario = build_scenario(args.scenario, seed=seed, rate=args.rate, outage=outage)
     log.info("simulator_configured", scenario=args.scenario, seed=seed,

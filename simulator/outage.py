@@ -5,6 +5,8 @@
 
 While down the engine answers 503 with no snapshot. The variations play the failures the sidecar
 must detect: a new container, the old generation, a new image, requests stuck through the drain.
+The traffic while serving is steady by default; the demo scenario replays the probe corpus
+instead (row pressure while pages sit free), and starts the replay over after the restore.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, Literal
 import structlog
 
 from simulator.engine import SimulatedEngine
-from simulator.scenarios import SteadyScenario
+from simulator.scenarios import ReverseReplayScenario, SteadyScenario
 
 log = structlog.get_logger("simulator.outage")
 
@@ -56,9 +58,13 @@ class OutageScenario:
     rate: float = 3.0
     seed: int = 0
     name: str = "outage"
+    # None: steady traffic at ``rate``.
+    traffic: SteadyScenario | ReverseReplayScenario | None = None
 
     def __post_init__(self) -> None:
-        self.traffic = SteadyScenario(rate=self.rate, seed=self.seed)
+        if self.traffic is None:
+            self.traffic = SteadyScenario(rate=self.rate, seed=self.seed)
+        self.serving: SteadyScenario | ReverseReplayScenario = self.traffic
         self.rng = random.Random(self.seed ^ 0x5EED)
         self.phase: Phase = "serving"
         self.started: float | None = None
@@ -67,11 +73,11 @@ class OutageScenario:
 
     @property
     def traffic_enabled(self) -> bool:
-        return self.traffic.traffic_enabled
+        return self.serving.traffic_enabled
 
     @traffic_enabled.setter
     def traffic_enabled(self, value: bool) -> None:
-        self.traffic.traffic_enabled = value
+        self.serving.traffic_enabled = value
 
     def _enter(self, phase: Phase, engine: SimulatedEngine, now: float) -> None:
         opts = self.options
@@ -89,6 +95,8 @@ class OutageScenario:
             image = f"sha256:{self.rng.getrandbits(256):064x}" if opts.new_image else None
             generation = self.incumbent.get("generation") if opts.keep_generation else None
             engine.restart(opts.container, generation=generation, image_digest=image)
+            if isinstance(self.serving, ReverseReplayScenario):
+                self.serving.start_over()
         self.phase = phase
         self.transitions.append((phase, now))
         log.info("outage_phase", phase=phase, generation=engine.generation)
@@ -103,7 +111,7 @@ class OutageScenario:
             self._enter(PHASES[PHASES.index(self.phase) + 1], engine, now)
         wait = 0.5
         if self.phase in ("serving", "restored"):
-            wait = self.traffic.step(engine, now)
+            wait = self.serving.step(engine, now)
         if self.phase != "restored":
             wait = min(wait, bounds[PHASES.index(self.phase)] - elapsed)
         return max(wait, 0.001)
@@ -117,5 +125,6 @@ class OutageScenario:
             "timeline": [{"phase": p, "at": t, "elapsed": round(t - started, 3)}
                          for p, t in self.transitions],
             "incumbent": self.incumbent,
-            "submitted": self.traffic.traffic.submitted, "refused": self.traffic.traffic.refused,
+            "traffic": self.serving.describe(),
+            "submitted": self.serving.traffic.submitted, "refused": self.serving.traffic.refused,
         }

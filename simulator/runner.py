@@ -13,8 +13,8 @@ from simulator.engine import SimulatedEngine
 from simulator.outage import OutageOptions, OutageScenario
 from simulator.scenarios import IdleScenario, ReverseReplayScenario, Scenario, SteadyScenario
 
-SCENARIOS = ("steady", "reverse-replay", "outage", "idle")
-DEFAULT_RATES = {"steady": 3.0, "reverse-replay": 4.0, "outage": 3.0}
+SCENARIOS = ("steady", "reverse-replay", "outage", "idle", "demo")
+DEFAULT_RATES = {"steady": 3.0, "reverse-replay": 4.0, "outage": 3.0, "demo": 4.0}
 # Engine settings a scenario needs unless the command line says otherwise. reverse-replay and idle
 # (where the probe drives the corpora) store a checkpoint every 4 blocks (12 per 48-block prompt):
 # 52 prompts want 624 rows of the 512 that a quarter of 32 GiB holds, while their 2496 pages leave
@@ -24,7 +24,19 @@ ENGINE_DEFAULTS: dict[str, dict[str, Any]] = {
     "reverse-replay": {"stores_per_request": 12},
     "outage": {},
     "idle": {"stores_per_request": 12},
+    "demo": {"stores_per_request": 12},
 }
+# The scenarios with an outage timeline, and its defaults. The demo's: three replay passes (prime,
+# forward, reverse: the cache-order probe's two outcomes; 13 s each and DEMO_PASS_GAP of quiet
+# after each, so each pass is one clean step of the counters), the drain in the quiet after the
+# third, restored 15 s later.
+OUTAGE_DEFAULTS: dict[str, OutageOptions] = {
+    "outage": OutageOptions(),
+    "demo": OutageOptions(outage_after=44.0, drain_seconds=3.0, closed_seconds=2.0,
+                          down_seconds=10.0),
+}
+DEMO_PASS_GAP = 2.0
+DEMO_CYCLE = ("forward", "reverse")
 # The longest a runner sleeps, so requests and host stores complete close to their due time.
 MAX_STEP_S = 0.25
 
@@ -45,7 +57,11 @@ def build_scenario(
         return SteadyScenario(rate=rate, seed=seed)
     if name == "reverse-replay":
         return ReverseReplayScenario(rate=rate)
-    return OutageScenario(options=outage or OutageOptions(), rate=rate, seed=seed)
+    options = outage or OUTAGE_DEFAULTS[name]
+    if name == "demo":
+        replay = ReverseReplayScenario(rate=rate, pass_gap=DEMO_PASS_GAP, cycle=DEMO_CYCLE)
+        return OutageScenario(options=options, rate=rate, seed=seed, name=name, traffic=replay)
+    return OutageScenario(options=options, rate=rate, seed=seed)
 
 
 def tick(engine: SimulatedEngine, scenario: Scenario, now: float) -> float:

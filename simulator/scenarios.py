@@ -107,14 +107,26 @@ class SteadyScenario:
                 "submitted": self.traffic.submitted, "refused": self.traffic.refused}
 
 
+def replay_order(pass_number: int, cycle: tuple[str, ...] = ("reverse", "forward")) -> str:
+    """The order of pass ``pass_number`` (0-based) of a replay: the prime (forward), then the
+    orders of ``cycle`` in turn."""
+    if pass_number == 0:
+        return "prime"
+    return cycle[(pass_number - 1) % len(cycle)]
+
+
 @dataclass
 class ReverseReplayScenario:
     """The seeds' cache-order probe as background traffic: prime the bodies of ``corpus`` (the
     bodies ``python -m simulator corpus`` writes) in forward order, replay them in reverse, and
-    repeat (forward again, reverse again ...) at a constant ``rate``."""
+    repeat (forward again, reverse again ...) at a constant ``rate``. The demo scenario replays
+    forward first (``cycle``), and keeps ``pass_gap`` seconds of quiet after each pass so that
+    every pass is a clean step in the counters."""
 
     rate: float = 4.0
     corpus: str = "probe-52"
+    pass_gap: float = 0.0
+    cycle: tuple[str, ...] = ("reverse", "forward")
     name: str = "reverse-replay"
     traffic_enabled: bool = True
     traffic: TrafficStats = field(default_factory=TrafficStats)
@@ -122,6 +134,10 @@ class ReverseReplayScenario:
     def __post_init__(self) -> None:
         if self.rate <= 0:
             raise ValueError(f"rate must be positive, got {self.rate}")
+        if self.pass_gap < 0:
+            raise ValueError(f"pass_gap must not be negative, got {self.pass_gap}")
+        if not self.cycle or set(self.cycle) - {"forward", "reverse"}:
+            raise ValueError(f"cycle must list forward and reverse passes, got {self.cycle}")
         bodies = lane(self.corpus)
         self.bodies = [tuple(bodies.prompt(i)) for i in range(bodies.bodies)]
         self.prompts = len(self.bodies)
@@ -135,28 +151,35 @@ class ReverseReplayScenario:
 
     @property
     def phase(self) -> str:
-        if self.pass_number == 0:
-            return "prime"
-        return "reverse" if self.pass_number % 2 else "forward"
+        return replay_order(self.pass_number, self.cycle)
+
+    def start_over(self) -> None:
+        """Prime again from the first body (a restored engine starts with an empty tier)."""
+        self.position = 0
+        self.next_at = None
 
     def current_index(self) -> int:
         i = self.position % self.prompts
-        return self.prompts - 1 - i if self.pass_number % 2 else i
+        return self.prompts - 1 - i if self.phase == "reverse" else i
 
     def step(self, engine: SimulatedEngine, now: float) -> float:
         if self.next_at is None:
             self.next_at = now
         if now >= self.next_at:
+            gap = 0.0
             if self.traffic_enabled and self.traffic.submit(
                 engine, self.bodies[self.current_index()], self.max_tokens
             ):
                 self.position += 1
-            self.next_at = now + 1.0 / self.rate
+                if self.position % self.prompts == 0:
+                    gap = self.pass_gap
+            self.next_at = now + 1.0 / self.rate + gap
         return self.next_at - now
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "rate": self.rate, "phase": self.phase,
-                "pass": self.pass_number, "traffic_enabled": self.traffic_enabled,
+                "pass": self.pass_number, "prompts": self.prompts, "pass_gap": self.pass_gap,
+                "traffic_enabled": self.traffic_enabled,
                 "submitted": self.traffic.submitted, "refused": self.traffic.refused}
 
 

@@ -31,9 +31,10 @@ def test_defaults() -> None:
     assert args.scenario == "steady"
     assert args.budget_bytes == 34359738368 and args.row_fraction == 0.25
     assert (args.row_record_bytes, args.page_record_bytes) == (16 << 20, 1 << 20)
-    assert (args.outage_after, args.drain_seconds, args.closed_seconds, args.down_seconds) == (
-        20.0, 10.0, 5.0, 20.0,
-    )
+    timeline = ("outage_after", "drain_seconds", "closed_seconds", "down_seconds")
+    assert [getattr(cli.outage_options(args), name) for name in timeline] == [20.0, 10.0, 5.0, 20.0]
+    demo = parse("--listen", "127.0.0.1:8000", "--scenario", "demo", "--down-seconds", "4")
+    assert [getattr(cli.outage_options(demo), name) for name in timeline] == [44.0, 3.0, 2.0, 4.0]
     assert args.outage_container == "same" and args.outage_stuck_requests == 0
     assert (args.time_scale, args.latency_noise) == (1.0, 0.03)
     with pytest.raises(SystemExit):

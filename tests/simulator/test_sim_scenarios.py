@@ -9,7 +9,7 @@ from simulator.clock import ManualClock
 from simulator.engine import EngineConfig, SimulatedEngine
 from simulator.outage import OutageOptions, OutageScenario
 from simulator.runner import ENGINE_DEFAULTS, build_scenario, drive
-from simulator.scenarios import ReverseReplayScenario, SteadyScenario
+from simulator.scenarios import ReverseReplayScenario, SteadyScenario, replay_order
 
 
 def setup(name: str, seed: int = 11, **kwargs: Any) -> tuple[SimulatedEngine, Any, ManualClock]:
@@ -134,3 +134,38 @@ def test_traffic_can_be_paused() -> None:
 def test_unknown_scenario_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown scenario"):
         build_scenario("chaos")
+
+
+def test_demo_replays_in_clean_passes_then_plays_the_outage() -> None:
+    """The demo scenario: prime, forward and reverse passes of probe-52 (the cache-order probe's two
+    outcomes), each one clean step of the counters (quiet between passes), the drain in the quiet
+    after the third, and a fresh prime after the restore."""
+    engine, scenario, clock = setup("demo")
+    assert isinstance(scenario, OutageScenario)
+    replay = scenario.serving
+    assert isinstance(replay, ReverseReplayScenario) and replay.pass_gap > 0
+    per_pass = replay.prompts / replay.rate
+    t0 = clock()
+    edges = []  # (lookups, hits) in the middle of each quiet stretch
+    for n in range(1, 4):
+        drive(engine, scenario, clock,
+              t0 + n * (per_pass + replay.pass_gap) - replay.pass_gap / 2 - clock())
+        offload = engine.snapshot()["offload"]
+        edges.append((offload["lookups"]["total"], offload["lookups"]["hits"],
+                      offload["evictions"]["row"]["attempts"]))
+        assert offload["evictions"]["page"]["attempts"] == 0
+        page = offload["slabs"]["page"]
+        assert page["free"] / page["capacity"] > 0.25  # pages sit free under row pressure
+    assert [replay_order(n, replay.cycle) for n in range(3)] == ["prime", "forward", "reverse"]
+    assert [lookups for lookups, _, _ in edges] == [52, 104, 156]
+    # hits per pass: the prime none, the forward replay none (its rows were retired before their
+    # turn: one row eviction per stored row), the reverse replay the 43 that survived
+    assert [b[1] - a[1] for a, b in itertools.pairwise([(0, 0, 0), *edges])] == [0, 0, 43]
+    assert [b[2] - a[2] for a, b in itertools.pairwise([(0, 0, 0), *edges])] == [112, 624, 112]
+    incumbent = engine.generation
+    drive(engine, scenario, clock, t0 + scenario.options.outage_after + 0.5 - clock())
+    assert scenario.phase == "draining" and engine.stats.lookups == 156  # drained in the quiet
+    drive(engine, scenario, clock, t0 + scenario.options.boundaries()[-1] + 5 - clock())
+    assert scenario.phase == "restored" and engine.generation != incumbent
+    assert replay.pass_number == 0 and engine.stats.lookups > 0  # a fresh prime
+    assert engine.snapshot()["offload"]["lookups"]["hits"] == 0
