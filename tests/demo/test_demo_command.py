@@ -1,0 +1,152 @@
+"""`helios-exporter demo` as a newcomer meets it: every flag documented, bad options refused
+before anything starts, a port kept across re-runs, the temporary folder removed on Ctrl-C and at
+the end, kept with --keep or when the demo fails (and the failure shown at once)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from exporter import cli
+from exporter.demo import command
+from exporter.demo.stack import free_port
+from tests.demo.demo_proc import DemoRun
+from tools.harness import free_port as any_free_port
+
+
+def demo_parser() -> argparse.ArgumentParser:
+    parser = cli._parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    demo: argparse.ArgumentParser = sub.choices["demo"]
+    return demo
+
+
+def test_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = demo_parser()
+    undocumented = [a.option_strings for a in parser._actions
+                    if a.option_strings and not (a.help and a.help.strip())]
+    assert undocumented == []
+    with pytest.raises(SystemExit) as info:
+        parser.parse_args(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    flags = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    assert len(flags) >= 20 and [f for f in flags if f not in out] == []
+    assert "Ctrl-C stops everything" in out and "44 for demo" in out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--scenario", "nope"], "invalid choice: 'nope' (choose from steady, reverse-replay, outage, "
+                             "idle, demo)"),
+    (["--port", "70000"], "expected a port number 1-65535, got '70000'"),
+    (["--poll-interval", "0"], "expected a positive number of seconds, got '0'"),
+    (["--duration", "nan"], "expected a positive number of seconds, got 'nan'"),
+    (["--outage-container", "other"], "invalid choice: 'other'"),
+])
+def test_bad_options_are_refused_by_the_parser(argv: list[str], message: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        demo_parser().parse_args(argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err.replace("'steady', 'reverse-replay', 'outage', "
+                                                      "'idle', 'demo'",
+                                                      "steady, reverse-replay, outage, idle, demo")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--request-cutoff", "50", "--restore-bound", "20"],
+     "--request-cutoff (50) must not be later than --restore-bound (20)"),
+    (["--scenario", "steady", "--outage-after", "5"],
+     "--outage-after: only for the scenarios with an outage (outage, demo), not steady"),
+])
+def test_options_that_disagree_are_refused_before_anything_starts(
+        argv: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    assert command.run(demo_parser().parse_args(argv)) == 2
+    assert message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # no folder, no process
+
+
+def test_a_port_whose_old_connections_wait_in_time_wait_is_kept() -> None:
+    """The server side of a connection it closed first waits in TIME_WAIT for a minute; the
+    servers bind with SO_REUSEADDR, so such a port is free to them, and the demo keeps it."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        server, _ = listener.accept()
+        server.close()  # the server closes first: its end goes to TIME_WAIT
+        client.recv(1)
+        client.close()
+    with socket.socket() as probe:  # what the old check did: the port looks busy
+        with pytest.raises(OSError):
+            probe.bind(("127.0.0.1", port))
+    assert free_port(port) == port
+
+
+def test_a_port_something_listens_on_is_replaced() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        other = free_port(port)
+        assert other != port and 0 < other < 65536
+
+
+def test_ctrl_c_stops_everything_and_removes_the_folder(tmp_path: Path) -> None:
+    run = DemoRun(tmp_path, "--scenario", "idle", "--no-prometheus",
+                  "--engine-port", str(any_free_port()), "--port", str(any_free_port()))
+    try:
+        run.wait_for("Ctrl-C stops everything")
+        folder = run.folder()
+        assert folder.is_dir() and (folder / "sidecar.log").exists()
+        run.proc.send_signal(signal.SIGINT)
+        assert run.proc.wait(timeout=30) == 0, run.output()
+    finally:
+        run.stop()
+    assert "demo: stopping" in run.output()
+    assert not folder.exists() and run.leftovers() == []
+    for port in run.ports().values():  # nothing left listening
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))
+
+
+def test_keep_keeps_the_folder_and_says_where(tmp_path: Path) -> None:
+    run = DemoRun(tmp_path, "--scenario", "idle", "--no-prometheus", "--duration", "1", "--keep",
+                  "--engine-port", str(any_free_port()), "--port", str(any_free_port()))
+    try:
+        assert run.proc.wait(timeout=60) == 0, run.output()
+    finally:
+        run.stop()
+    folder = run.folder()
+    assert f"kept in {folder}" in run.output()
+    assert (folder / "engine.log").exists() and (folder / "state").is_dir()
+
+
+def test_a_child_that_fails_is_reported_at_once_and_its_logs_kept(tmp_path: Path) -> None:
+    """A bad HELIOS_EXPORTER_* variable in the caller's environment stops the sidecar at start:
+    the demo says so with the end of its log, without waiting for a timeout, and keeps the logs."""
+    run = DemoRun(tmp_path, "--scenario", "idle", "--no-prometheus",
+                  "--engine-port", str(any_free_port()), "--port", str(any_free_port()),
+                  env={"HELIOS_EXPORTER_MAX_SERIES_PER_FAMILY": "-1"})
+    started = time.monotonic()
+    try:
+        assert run.proc.wait(timeout=60) == 1, run.output()
+    finally:
+        run.stop()
+    out = run.output()
+    assert "sidecar exited with code 2 before it was ready" in out
+    assert "--max-series-per-family: must be greater than 0, got -1" in out  # its own error
+    folder = run.folder()
+    assert f"kept in {folder}" in out and (folder / "sidecar.log").exists()
+    # Far below the 60 s a child is given to answer: the exit was noticed, not waited out.
+    assert time.monotonic() - started < 30
