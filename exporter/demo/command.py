@@ -324,7 +324,7 @@ def _run(args: argparse.Namespace, stack: Stack) -> bool:
               "logs and state; " + ("kept on exit" if args.keep else
                                     "removed on exit (--keep keeps it)"))]
     print("\nUp, all on 127.0.0.1:\n", flush=True)
-    width = max(len(url) for _, url, _ in rows)
+    width = min(40, max(len(url) for _, url, _ in rows))
     for name, url, note in rows:
         print(f"  {name:<18} {url:<{width}}  {note}")
     print("\nWhat happens, in seconds from the engine's start (the [+s] of every line below):")
