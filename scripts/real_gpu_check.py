@@ -1,6 +1,6 @@
 """Check the NVML source against a real NVIDIA driver: every GPU series and the poll cost.
 
-    PYTHONPATH=. python scripts/real_gpu_check.py [--polls 20] [--library PATH]
+    .venv/bin/python scripts/real_gpu_check.py [--polls 20] [--library PATH]
 
 Needs only this package and nvidia-ml-py (`pynvml`). Prints the exposition of the GPU collector
 (the series /metrics would show), which fields the driver did not provide per GPU, and the

@@ -86,9 +86,9 @@ def test_a_port_whose_old_connections_wait_in_time_wait_is_kept() -> None:
         server.close()  # the server closes first: its end goes to TIME_WAIT
         client.recv(1)
         client.close()
-    with socket.socket() as probe:  # what the old check did: the port looks busy
-        with pytest.raises(OSError):
-            probe.bind(("127.0.0.1", port))
+    # what the old check did (no SO_REUSEADDR): the port looks busy
+    with socket.socket() as probe, pytest.raises(OSError):
+        probe.bind(("127.0.0.1", port))
     assert free_port(port) == port
 
 

@@ -251,13 +251,8 @@ def _backend_builds_offline() -> bool:
         version = tuple(int(x) for x in metadata.version("setuptools").split(".")[:2])
     except metadata.PackageNotFoundError:
         return False
-    if version >= (70, 1):  # bdist_wheel moved into setuptools
-        return True
-    try:
-        metadata.version("wheel")
-    except metadata.PackageNotFoundError:
-        return False
-    return version >= (68, 0)
+    # 77: the SPDX `license` string of pyproject.toml (bdist_wheel is in setuptools since 70.1)
+    return version >= (77, 0)
 
 
 @dataclass(frozen=True)
