@@ -212,6 +212,9 @@ def run(args: argparse.Namespace) -> int:
         failed = False
         print("\ndemo: stopping", flush=True)
     finally:
+        # A second Ctrl-C must not cut the clean-up short (children left running, the folder).
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
         kept = stack.close(keep=args.keep or failed)
         if kept:
             print(f"demo: configs, logs and state kept in {stack.tmp}", file=sys.stderr)
