@@ -137,7 +137,7 @@ def test_running_it(checkout: Path) -> None:
     assert re.search(r'^helios_offload_row_pressure_with_page_headroom_total\{', out,
                      re.MULTILINE), out
     assert out.count('"accepted":true') == 2, out  # drain_started, then abort
-    assert re.search(r'"phase": "(draining|drained)"', out) and '"window_open": true' in out, out
+    assert "WINDOW OPEN" in out, out  # the status view, while drain_started holds the window
     token = checkout / "events-token"
     assert stat.S_IMODE(token.stat().st_mode) == 0o600 and len(token.read_text().strip()) >= 40
     assert (checkout / "helios-state").is_dir()
