@@ -78,3 +78,21 @@ def make_sidecar(engine: StubEngine, state_dir: Path, **overrides: Any) -> Any:
     config = Config(engine_url="http://engine.invalid", state_dir=state_dir, no_nvml=True,
                     **overrides)
     return build(config, transport=httpx.MockTransport(engine))
+
+
+def tracked_copy(dest: Path) -> Path:
+    """The tracked files of this checkout, as they are in the work tree, copied under `dest` (a
+    clone that also holds uncommitted edits); skips outside a git checkout."""
+    root = Path(__file__).resolve().parents[1]
+    if shutil.which("git") is None:
+        missing("git not on PATH")
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True,
+                            check=False)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: no tracked files to copy")
+    for name in listed.stdout.decode().split("\0"):
+        source = root / name
+        if name and source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest

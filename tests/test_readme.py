@@ -17,7 +17,6 @@ import contextlib
 import os
 import re
 import shlex
-import shutil
 import signal
 import stat
 import subprocess
@@ -27,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from exporter import cli
-from tests.helpers import missing
+from tests.helpers import tracked_copy
 from tools.harness import ROOT, free_port
 
 README = ROOT / "README.md"
@@ -40,12 +39,6 @@ def blocks(kind: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("git") is None:
-        missing("git not on PATH")
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True,
-                            check=False)
-    if listed.returncode != 0:
-        pytest.skip("not a git checkout: no tracked files to copy")
     # scripts/bootstrap in the copy would reinstall into the linked .venv, pointing it at the copy:
     # its stamp must be current (computed by bootstrap's own `want=` line).
     stamp = ROOT / ".venv" / ".bootstrap-stamp"
@@ -55,12 +48,7 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
                             text=True, check=True).stdout.strip()
     if not stamp.exists() or stamp.read_text().strip() != wanted:
         pytest.fail("the .venv is older than pyproject.toml: run scripts/bootstrap first")
-    copy = tmp_path_factory.mktemp("readme") / "helios-exporter"
-    for name in listed.stdout.decode().split("\0"):
-        source = ROOT / name
-        if name and source.is_file():
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, copy / name)
+    copy = tracked_copy(tmp_path_factory.mktemp("readme") / "helios-exporter")
     (copy / ".venv").symlink_to(ROOT / ".venv")
     return copy
 
