@@ -5,6 +5,7 @@ alert as it fires and as it resolves; then a re-run at once keeps every port."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import httpx
@@ -20,12 +21,14 @@ pytestmark = pytest.mark.e2e
 def test_the_demo_narrates_alerts_firing_and_resolving_then_keeps_its_ports(
         tmp_path: Path) -> None:
     need("prometheus")
-    need("promtool")
+    if shutil.which("prometheus-alertmanager") is None:
+        need("alertmanager")
     ports = {"--engine-port": free_port(), "--port": free_port(),
              "--prometheus-port": free_port(), "--alertmanager-port": free_port()}
     flags = [str(x) for kv in ports.items() for x in kv]
-    # Drain at 20 s (Prometheus watches from about 10 s), restored at 26 s.
-    run = DemoRun(tmp_path / "first", *flags, "--duration", "45", "--outage-after", "20",
+    # Drain at 20 s (Prometheus watches from about 10 s), restored at 26 s; --duration counts from
+    # the narration's start (after Prometheus's first scrape).
+    run = DemoRun(tmp_path / "first", *flags, "--duration", "32", "--outage-after", "20",
                   "--drain-seconds", "2", "--closed-seconds", "1", "--down-seconds", "3",
                   "--request-cutoff", "10", "--restore-bound", "30")
     # Keep-alive connections to every server, as a browser tab holds them: when the servers
