@@ -29,7 +29,8 @@ def narrate(tmp_path: Path, polls: list[float], scenario: str = "demo",
     engine = SimulatedEngine(EngineConfig(**ENGINE_DEFAULTS[scenario]), clock=clock, seed=1)
     traffic = build_scenario(scenario, seed=1)
     app = build_app(engine)  # no scenario: `drive` plays it on the manual clock
-    config = Config(engine_url="http://engine", state_dir=tmp_path, no_nvml=True)
+    # A generous timeout: on a loaded machine the in-process engine may answer slowly.
+    config = Config(engine_url="http://engine", state_dir=tmp_path, no_nvml=True, timeout=60.0)
     sidecar = build(config, transport=httpx.ASGITransport(app=app), clock=clock)
     narrator = OffloadNarrator(Stamp(clock), pass_size=pass_size,
                                pass_name=lambda n: replay_order(n, DEMO_CYCLE))
