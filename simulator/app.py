@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from starlette.middleware.base import RequestResponseEndpoint
 
 from simulator.clock import Clock
@@ -27,6 +27,7 @@ from simulator.scenarios import Scenario
 
 GENERATION_PATTERN = r"^[A-Za-z0-9._:-]{1,64}$"
 LABEL_PATTERN = r"^[A-Za-z0-9._:@/+=-]{1,128}$"
+CONTAINER_PATTERN = r"^[0-9a-f]{12,64}$"
 WORDS = ("the", "host", "tier", "keeps", "rows", "and", "pages", "for", "reuse", "later")
 
 
@@ -44,6 +45,14 @@ class RestartBody(BaseModel):
     container: Literal["same", "new"] = "same"
     generation: Annotated[str | None, Field(pattern=GENERATION_PATTERN)] = None
     image_digest: Annotated[str | None, Field(pattern=LABEL_PATTERN)] = None
+    # Restart in this container (e.g. the retained one, redoing a restore into a new one).
+    container_id: Annotated[str | None, Field(pattern=CONTAINER_PATTERN)] = None
+
+    @model_validator(mode="after")
+    def _one_container(self) -> RestartBody:
+        if self.container_id is not None and self.container == "new":
+            raise ValueError("container_id names the container: not with container 'new'")
+        return self
 
 
 class InflightBody(BaseModel):
@@ -163,7 +172,8 @@ def build_app(
 
     @app.post("/admin/restart")
     async def admin_restart(body: RestartBody) -> dict[str, Any]:
-        engine.restart(body.container, generation=body.generation, image_digest=body.image_digest)
+        engine.restart(body.container, generation=body.generation, image_digest=body.image_digest,
+                       container_id=body.container_id)
         return state()
 
     @app.post("/admin/inflight")

@@ -30,6 +30,7 @@ from simulator.stats import TierStats
 AdmissionState = Literal["open", "draining", "closed"]
 ADMISSION_STATES: tuple[AdmissionState, ...] = ("open", "draining", "closed")
 GENERATION_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+CONTAINER_RE = re.compile(r"[0-9a-f]{12,64}")  # a container id, short or full
 
 log = structlog.get_logger("simulator.engine")
 
@@ -174,12 +175,23 @@ class SimulatedEngine:
         container: Literal["same", "new"] = "same",
         generation: str | None = None,
         image_digest: str | None = None,
+        container_id: str | None = None,
     ) -> None:
-        """A new incarnation: fresh counters, empty host tier, admission open."""
+        """A new incarnation: fresh counters, empty host tier, admission open.
+
+        `container_id` restarts in that container, e.g. the retained one after a restore into a
+        new one (a redo); it goes with `container="same"` only.
+        """
         if generation is not None and not GENERATION_RE.fullmatch(generation):
             raise ValueError(f"generation {generation!r} does not match {GENERATION_RE.pattern}")
         if container not in ("same", "new"):
             raise ValueError(f"container must be 'same' or 'new', got {container!r}")
+        if container_id is not None:
+            if container == "new":
+                raise ValueError("container_id names the container: not with container 'new'")
+            if not CONTAINER_RE.fullmatch(container_id):
+                raise ValueError(f"container_id {container_id!r} does not match {CONTAINER_RE.pattern}")
+            self.container_id = container_id
         if container == "new":
             self.container_id = _hex(self.rng, 12)
         if image_digest is not None:

@@ -168,8 +168,12 @@ async def test_restart_variations(client: httpx.AsyncClient, engine: SimulatedEn
     new = (await client.post("/admin/restart",
                              json={"container": "new", "image_digest": digest})).json()
     assert new["container_id"] != container and new["image_digest"] == digest
-    for bad in ({"generation": "no spaces"}, {"generation": "x" * 65}, {"container": "old"}):
+    back = (await client.post("/admin/restart", json={"container_id": container})).json()
+    assert back["container_id"] == container and back["generation"] != new["generation"]
+    for bad in ({"generation": "no spaces"}, {"generation": "x" * 65}, {"container": "old"},
+                {"container_id": "NOT-HEX"}, {"container": "new", "container_id": container}):
         assert (await client.post("/admin/restart", json=bad)).status_code == 422
+    assert (await client.get("/admin/state")).json()["container_id"] == container
 
 
 async def test_inflight_pin(client: httpx.AsyncClient) -> None:

@@ -140,6 +140,20 @@ def test_restart_variations() -> None:
         engine.restart(container="other")  # type: ignore[arg-type]
 
 
+def test_restart_in_a_named_container_redoes_a_restore_into_the_retained_one() -> None:
+    engine, _ = make_engine()
+    retained = engine.container_id
+    engine.restart("new")
+    assert engine.container_id != retained
+    engine.restart(container_id=retained)
+    assert engine.container_id == retained
+    with pytest.raises(ValueError, match="not with container 'new'"):
+        engine.restart("new", container_id=retained)
+    with pytest.raises(ValueError, match="does not match"):
+        engine.restart(container_id="not-a-container")
+    assert engine.container_id == retained
+
+
 def test_repeated_prompt_restores_from_host() -> None:
     engine, clock = make_engine()
     prompt = body(64 * 10 + 5)
