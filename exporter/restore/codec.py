@@ -133,4 +133,5 @@ def decode(data: bytes) -> RestoreState:
         judged=_last_window(raw.get("judged"), "judged"),
         reference=_engine(raw.get("reference"), "reference"),
         unplanned_restarts=_count(raw.get("unplanned_restarts", 0), "unplanned_restarts"),
+        outage_aborted=_flag(raw.get("outage_aborted", False), "outage_aborted"),
     ))

@@ -127,6 +127,9 @@ class RestoreState:
     reference: Engine | None = None  # the engine the last judged window compared with or passed
     unplanned_restarts: int = 0  # generation changes seen while no window was open
     seen_since_start: bool = False  # a good snapshot since this sidecar process started
+    # An abort discarded the window while the engine was unreachable: that outage opens no new
+    # window (it would restart the clock of an engine declared gone); cleared when it answers.
+    outage_aborted: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,4 +94,6 @@ def restore_status(state: RestoreState, bounds: Bounds, now: float,
         "last_window": None if state.last_window is None else last_window_status(state.last_window),
         "last_verified_engine": _engine(state.reference),
         "unplanned_restarts": state.unplanned_restarts,
+        # An abort discarded the window of this outage: no window opens until the engine answers.
+        "outage_aborted": state.outage_aborted,
     }

@@ -105,7 +105,7 @@ def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds
     previous = state.last_seen
     inflight = snap.admission.inflight_requests if snap.admission else None
     state = replace(state, unreachable_since=None, seen_since_start=True, last_seen=engine,
-                    last_inflight=inflight)
+                    last_inflight=inflight, outage_aborted=False)
     admission = snap.admission.state if snap.admission else None
     window = state.window
     if window is None:
@@ -186,7 +186,7 @@ def _on_failure(state: RestoreState, now: float, bounds: Bounds) -> RestoreState
     state = replace(state, unreachable_since=since)
     window = state.window
     if window is None:
-        if now - since <= bounds.down_grace:
+        if now - since <= bounds.down_grace or state.outage_aborted:
             return state
         # Nothing seen since this process started: the engine may have gone away long before.
         window = _open(state, since, "unreachable", state.last_seen,
@@ -210,10 +210,12 @@ def _on_event(state: RestoreState, ev: Event, bounds: Bounds) -> RestoreState:
             return state
         last = LastWindow(window.start, ev.at, window.cause, "aborted", None, window.start_exact,
                           window.lost, window.incumbent, window.compared_with(), window.restored)
-        # The checks of the last closed window stand. A new failure streak, not the one before
-        # the abort, may open the next window.
+        # The checks of the last closed window stand. Aborted while the engine is unreachable
+        # (one that will not come back): this outage opens no new window, whose later start
+        # would restart the clock; the next window opens once the engine has answered again
+        # (or on drain_started). Aborted while it answers: a new failure streak may open one.
         return replace(state, phase="serving", window=None, last_window=last,
-                       unreachable_since=None)
+                       unreachable_since=None, outage_aborted=window.unreachable)
     if ev.kind == "window_closed":
         if window is None:
             return state
@@ -231,7 +233,8 @@ def _on_event(state: RestoreState, ev: Event, bounds: Bounds) -> RestoreState:
     if window is None:  # drain_started
         window = replace(_open(state, ev.at, "event", state.last_seen),
                          unreachable=state.unreachable_since is not None, watched=True)
-        return replace(state, phase="down" if window.unreachable else "draining", window=window)
+        return replace(state, phase="down" if window.unreachable else "draining", window=window,
+                       outage_aborted=False)
     return state
 
 

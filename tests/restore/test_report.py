@@ -74,3 +74,10 @@ def test_checks_window_names_the_judged_window_after_an_abort() -> None:
     assert doc["last_window"]["outcome"] == "aborted"
     assert doc["checks_window"] == {"start": 10, "end": 30, "outcome": "in_time"}
     assert doc["failed_checks"] == [{"check": "container", "expected": "c1", "found": "c2"}]
+
+
+def test_an_aborted_outage_says_why_no_window_opens() -> None:
+    doc = as_json(final([poll(0), fail(5), fail(16), event(20, "abort"), fail(40)]))
+    assert doc["window_open"] is False and doc["outage_aborted"] is True
+    assert doc["last_window"]["outcome"] == "aborted"
+    assert as_json(final([poll(0)]))["outage_aborted"] is False

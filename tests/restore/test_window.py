@@ -6,7 +6,18 @@ Bounds used throughout: request cutoff 100 s, restore bound 200 s, down grace 10
 from __future__ import annotations
 
 import pytest
-from restore_helpers import BOUNDS, PREFLIGHT_BOUNDS, event, fail, final, pf, poll, run, snap
+from restore_helpers import (
+    BOUNDS,
+    PREFLIGHT_BOUNDS,
+    event,
+    fail,
+    final,
+    pf,
+    poll,
+    restart,
+    run,
+    snap,
+)
 
 from exporter.restore.window import (
     MAX_EVENT_IDS,
@@ -451,15 +462,44 @@ def test_down_without_restore_started() -> None:
 
 # -- a closed window stays closed without a new cause --------------------------------------------
 
-def test_abort_while_unreachable_does_not_reopen_with_the_old_start() -> None:
-    states = run([poll(0), fail(5), fail(16), event(20, "abort"), fail(25), fail(30)])
+def test_abort_while_unreachable_opens_no_new_window_for_that_outage() -> None:
+    # The engine will not come back: before, the failures after the abort opened a new window a
+    # grace later, with a later start (the clock restarted) and pages at its deadlines.
+    states = run([poll(0), fail(5), fail(16), event(20, "abort"), fail(25), fail(30), fail(300)])
     assert states[2].window is not None and states[2].window.start == 5
-    assert states[3].window is None
-    # The failures after the abort start a new streak: no window within the grace ...
-    assert states[4].window is None and states[5].window is None
-    # ... and once past it the new window starts at the first failure after the abort.
-    s = step(states[-1], fail(36), BOUNDS)
-    assert s.window is not None and s.window.start == 25
+    assert states[3].window is None and states[3].outage_aborted
+    assert all(s.window is None and s.outage_aborted for s in states[4:])
+    assert states[3].last_window is not None and states[3].last_window.outcome == "aborted"
+
+
+def test_after_an_aborted_outage_the_engine_answering_rearms_the_window() -> None:
+    s = final([poll(0), fail(5), fail(16), event(20, "abort"), fail(25),
+               poll(40, generation="g2")])
+    assert s.window is None and not s.outage_aborted
+    assert s.unplanned_restarts == 1  # it came back outside any window
+    s = final([fail(50), fail(61)], state=s)
+    assert s.window is not None and s.window.start == 50  # the next outage opens one
+
+
+def test_drain_started_after_an_aborted_outage_opens_a_window() -> None:
+    s = final([poll(0), fail(5), fail(16), event(20, "abort"), fail(25),
+               event(30, "drain_started")])
+    assert s.window is not None and s.window.start == 30 and s.phase == "down"
+    assert not s.outage_aborted
+
+
+def test_an_aborted_outage_stays_aborted_across_a_sidecar_restart() -> None:
+    s = restart(final([poll(0), fail(5), fail(16), event(20, "abort")]))
+    assert s.outage_aborted
+    s = final([fail(100), fail(200)], state=s)
+    assert s.window is None
+
+
+def test_abort_while_the_engine_answers_leaves_later_outages_alone() -> None:
+    s = final([poll(0), poll(5, admission="draining", inflight=0), event(8, "abort")])
+    assert s.window is None and not s.outage_aborted
+    s = final([fail(10), fail(21)], state=s)
+    assert s.window is not None and s.window.start == 10
 
 
 def test_window_closed_while_unreachable_never_restarts_the_clock() -> None:
