@@ -17,6 +17,8 @@ class Alert:
     summary: str
     description: str
     meaning: str  # the expression in words, for docs/alerts.md
+    # Templated labels beside `severity`, e.g. one that tells apart the alerts of two windows.
+    labels: tuple[tuple[str, str], ...] = ()
 
     def rule(self, config: Config) -> dict[str, Any]:
         """The rule as Prometheus reads it, without `runbook_url` (see alerts/runbooks.py)."""
@@ -24,7 +26,7 @@ class Alert:
         duration = config.for_[self.name]
         if duration.seconds:
             rule["for"] = str(duration)
-        rule["labels"] = {"severity": self.severity}
+        rule["labels"] = {"severity": self.severity, **dict(self.labels)}
         rule["annotations"] = {"summary": self.summary, "description": self.description}
         return rule
 

@@ -39,11 +39,13 @@ class T:
         """The value of the first series `metric_fmt` returns, rendered with `render`."""
         return self.query(metric_fmt, f"value | {render}", missing)
 
-    def last_ts(self, metric: str, extra: str = "", lookback: str = "") -> str:
+    def last_ts(self, metric: str, extra: str = "", lookback: str = "",
+                missing: str = "unknown") -> str:
         """The last seen value of a timestamp gauge of this target, as a UTC time."""
         return self.value(
             f"last_over_time({metric}{{{{TARGET}}{extra}}}[{lookback or self.c.window_memory}])",
             "humanizeTimestamp",
+            missing,
         )
 
     def deadline_at(self, bound: str) -> str:

@@ -55,13 +55,16 @@ def alerts(c: Config) -> list[Alert]:
                 )
                 + ". Offload metrics are missing; see /status for the error. If it keeps "
                 f"failing for longer than the sidecar's --down-grace ({c.down_grace}), a "
-                "restore window opens (cause unreachable) and this alert resolves."
+                "restore window opens (cause unreachable) and this alert resolves, unless an "
+                "abort discarded the window of this outage (/status outage_aborted): then it "
+                "fires until the engine answers."
             ),
             meaning=(
                 '`helios_exporter_source_up{source="engine_snapshot"} == 0` while '
                 "`helios_restore_window_open == 0`; `for:` stays below the sidecar's "
                 f"`--down-grace` ({c.down_grace}), after which a restore window opens "
-                "(cause unreachable) and the alert resolves"
+                "(cause unreachable) and the alert resolves; after an `abort` of the outage's "
+                "window it fires until the engine answers"
             ),
         ),
     ]

@@ -111,15 +111,20 @@ def alerts(c: Config) -> list[Alert]:
                 ),
                 (f"and {q.on}", paged_at_close(c)),
             ),
+            # One notice per window: Prometheus re-sends a firing alert whose annotations
+            # changed only every resend delay (1m), so a second close within the notice's life
+            # would reach Alertmanager with the first window's times, and a resolve would be
+            # explained by the wrong window. A label of its own makes it a new alert at once.
+            labels=(("window_end", "{{ $value | humanizeTimestamp }}"),),
             summary=(
                 f"Restore window on {t.target} {outcome_phrase()} at "
                 "{{ $value | humanizeTimestamp }}"
             ),
             description=(
-                "The restore window on "
-                f"{t.target} opened "
-                + t.last_ts("helios_restore_last_window_start_timestamp_seconds", lookback=notice)
-                + f" {outcome_phrase()} at {{{{ $value | humanizeTimestamp }}}}. Requests of the "
+                f"The restore window on {t.target} (opened "
+                + t.last_ts("helios_restore_last_window_start_timestamp_seconds", lookback=notice,
+                            missing="at a time nobody saw: the sidecar was down")
+                + f") {outcome_phrase()} at {{{{ $value | humanizeTimestamp }}}}. Requests of the "
                 "incumbent lost at the cutoff or when it went away: "
                 + t.value(
                     f"last_over_time(helios_restore_last_window_lost_requests{{{{TARGET}}}}[{notice}])",
@@ -129,8 +134,9 @@ def alerts(c: Config) -> list[Alert]:
                 f"resolved because this window ended. The notice lasts {notice}."
             ),
             meaning=(
-                f"for {notice} after a window closed or was aborted (label `outcome`, value: its "
-                "end), when that close ended or accompanied a restore page: the window was seen "
+                f"for {notice} after a window closed or was aborted (labels `outcome` and "
+                "`window_end`: one notice per window; value: its end), when that close ended or "
+                "accompanied a restore page: the window was seen "
                 "open past its restore deadline, or past its request cutoff with incumbent "
                 "requests in flight, or a post-restore check was failing. Extra to the interface: "
                 "says how the restore pages resolved"

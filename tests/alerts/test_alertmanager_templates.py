@@ -81,6 +81,8 @@ def test_a_resolved_alert_never_shows_its_firing_text(case: str, amtool: str, ro
                            "helios-exporter/h1:9400 closed in time at 2026-03-03 10:20:00 +0000 UTC."),
         ("forgotten", "Prometheus's memory of the window ran out while the sidecar was "
                       "unreachable. This does not mean the window closed."),
+        ("redo_verified", "A later restore passed the check: Restore window on "
+                          "helios-exporter/h1:9400 closed in time at 2026-03-03 10:20:00 +0000 UTC."),
         ("cutoff_resolved_without_notice", "No window-closed notice came with this resolve"),
         ("at_risk_resolved", "No longer at risk"),
     ],
@@ -97,3 +99,12 @@ def test_resolves_say_how(case: str, how: str, amtool: str, root: Path) -> None:
 def test_at_risk_resolve_never_shows_time_left(amtool: str, root: Path) -> None:
     text = render(amtool, root, FIXTURES / "at_risk_resolved.json")
     assert " left" not in text
+
+
+def test_a_redo_names_the_verified_restore_not_the_failed_one(amtool: str, root: Path) -> None:
+    """The failed restore's notice ended as the redo's fired (one notice per window): the text
+    explains the resolve with the redo alone, and the title names the resolved page only."""
+    text = render(amtool, root, FIXTURES / "redo_verified.json")
+    assert text.split("\n", 1)[0] == (
+        "[RESOLVED] Helios helios-exporter/h1:9400: HeliosRestoreCheckFailed(container)")
+    assert "10:05:00" not in text and "ENDED" not in text
