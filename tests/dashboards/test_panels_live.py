@@ -3,10 +3,13 @@ returns series from a real Prometheus scraping real sidecars, all on 127.0.0.1.
 
 One stack serves the whole module (about 40 s):
 
-- engine A plays the compressed `outage` scenario; its sidecar (`--request-cutoff 20
-  --restore-bound 40 --down-grace 2`) opens a restore window when it drains and closes it after
-  the restore. The restore dashboard is queried at a moment while the window is open and the
-  engine is down, and its post-restore panels after the window closed.
+- engine A serves steady traffic, then goes through an outage driven through its /admin
+  endpoints once Prometheus scrapes everything (a fixed timeline from the engine's start would
+  be missed when the machine is slow to start the rest): drained, stopped, restored. Its
+  sidecar (`--request-cutoff 20 --restore-bound 40 --down-grace 2`) opens a restore window when
+  it drains and closes it after the restore. The restore dashboard is queried at a moment while
+  the window is open and the engine is down, and its post-restore panels after the window
+  closed.
 - engine B plays `reverse-replay` (row pressure while pages sit free); its sidecar reads GPUs from
   the fake NVML library of tests/gpu (compiled here), whose UUIDs are set to engine B's ranks.
   The offload and GPU dashboards are queried on it.
@@ -39,8 +42,6 @@ EAST, WEST = "east", "west"  # the cluster label of the two clusters
 SCRAPE_INTERVAL_S = 1  # Stack.prometheus: 1 s scrape and evaluation interval
 # Grafana: $__rate_interval = max($__interval + scrape interval, 4 x scrape interval).
 RATE_INTERVAL = f"{4 * SCRAPE_INTERVAL_S}s"
-OUTAGE = ("--outage-after", "10", "--drain-seconds", "3", "--closed-seconds", "2",
-          "--down-seconds", "10")
 RESTORE_SIDECAR = ("--poll-interval", "0.5", "--request-cutoff", "20", "--restore-bound", "40",
                    "--down-grace", "2")
 # Restore panels that show the last closed window: empty until one closed.
@@ -160,6 +161,11 @@ def nvml_sidecar(stack: Stack, engine_url: str, library: Path, config: Path) -> 
     return proc, url
 
 
+def admin(engine_url: str, action: str, body: dict[str, Any] | None = None) -> None:
+    """The simulated engine's /admin endpoints: the engine team's side of an outage."""
+    httpx.post(f"{engine_url}/admin/{action}", json=body or {}, timeout=10).raise_for_status()
+
+
 def two_cluster_prometheus(stack: Stack, a: str, b: str, rules: list[Path]) -> tuple[Proc, str]:
     """A real Prometheus scraping sidecars A and B as cluster east, and B again as cluster west
     under A's instance name (the static `instance` label wins over the address)."""
@@ -195,7 +201,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 
 def play(stack: Stack, tmp: Path) -> Live:
     library, gpu_skip = build_fake_nvml(tmp)
-    engine_a, engine_a_url = stack.simulator("outage", "--seed", "3", *OUTAGE)
+    engine_a, engine_a_url = stack.simulator("steady", "--seed", "3")
     sidecar_a, sidecar_a_url = stack.sidecar(engine_a_url, *RESTORE_SIDECAR,
                                              state_dir=tmp / "state-restore", name="sidecar-restore")
     engine_b, engine_b_url = stack.simulator("reverse-replay", "--seed", "7", "--rate", "8")
@@ -219,6 +225,10 @@ def play(stack: Stack, tmp: Path) -> Live:
     incumbent = wait_for(lambda: query(prom, f"helios_monitoring_generation_info{{{east_a}}}"),
                          20, "engine A's generation", sidecar_a)
     live.incumbent = incumbent[0]["metric"]["generation"]
+    admin(engine_a_url, "admission", {"state": "draining"})
+    wait_for(lambda: query(prom, f'helios_restore_phase{{{east_a}, phase="drained"}} == 1'),
+             60, "engine A drained with the window open", sidecar_a)
+    admin(engine_a_url, "crash")
     wait_for(lambda: query(prom, f'helios_restore_phase{{{east_a}, phase="down"}} == 1'),
              60, "engine A down with the window open", sidecar_a)
     time.sleep(3)  # a few scrapes of the down phase: error rates, countdowns
@@ -226,6 +236,7 @@ def play(stack: Stack, tmp: Path) -> Live:
     assert instant(prom, f"helios_restore_window_open{{{east_a}}} == 1", live.window_at), \
         live.tails()
 
+    admin(engine_a_url, "restart", {"container": "same"})
     wait_for(lambda: query(prom, f"helios_restore_check_ok{{{east_a}}}"), 60,
              "the post-restore checks after the window closed", sidecar_a)
     time.sleep(1.5)
