@@ -98,12 +98,22 @@ def test_outage_variants_produce_the_right_checks(stack: Stack) -> None:
     assert "drained" not in phases["stuck-requests"]
 
 
+def admin(engine_url: str, action: str, body: dict[str, Any] | None = None) -> None:
+    """The simulated engine's /admin endpoints: the engine team's side of an outage."""
+    httpx.post(f"{engine_url}/admin/{action}", json=body or {}, timeout=10).raise_for_status()
+
+
 def test_sidecar_killed_mid_window_keeps_start_and_incumbent(stack: Stack) -> None:
-    _, engine_url = stack.simulator("outage", "--outage-after", "2", "--drain-seconds", "2",
-                                    "--closed-seconds", "1", "--down-seconds", "12", "--rate",
-                                    "2", "--seed", "5")
+    # The outage is driven through /admin once the sidecar has seen the engine serve: a fixed
+    # timeline from the engine's start is missed by a sidecar slow to start on a loaded machine
+    # (its first look would be the engine already down: no incumbent, nothing to check).
+    _, engine_url = stack.simulator("steady", "--rate", "2", "--seed", "5")
     state_dir = stack.tmp / "state"
     proc, url = stack.sidecar(engine_url, *SIDECAR, state_dir=state_dir)
+    wait_for(lambda: status(url)["engine_up"], 20, "engine seen serving", proc)
+    admin(engine_url, "admission", {"state": "draining"})
+    wait_for(lambda: status(url)["restore"]["window"], 20, "window open", proc)
+    admin(engine_url, "crash")
     before = wait_for(lambda: (s := status(url))["restore"]["phase"] == "down" and s, 20,
                       "engine down inside the window", proc)
     window = before["restore"]["window"]
@@ -116,6 +126,7 @@ def test_sidecar_killed_mid_window_keeps_start_and_incumbent(stack: Stack) -> No
     assert after["incumbent"] == window["incumbent"]
     assert metric(url2, "helios_restore_window_start_timestamp_seconds") == pytest.approx(
         window["start"], abs=1e-3)
+    admin(engine_url, "restart", {"container": "same"})
     st = wait_for(lambda: (s := status(url2))["restore"]["last_window"] and s, 30,
                   "window closed after the restart", proc2)
     assert st["restore"]["last_window"]["start"] == window["start"]
