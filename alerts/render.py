@@ -12,6 +12,7 @@ import yaml
 from alerts import groups
 from alerts.config import Config, ConfigError
 from alerts.promql import num
+from alerts.runbook_setup import runbook_outputs
 from alerts.runbooks import add_runbook_link, docs_link
 
 ALERTS_FILE = Path("alerts/helios-alerts.yaml")
@@ -142,4 +143,5 @@ def outputs(c: Config, root: Path) -> dict[Path, str]:
         RECORDING_FILE: render_recording(c),
         DCGM_FILE: render_dcgm(c),
         DOCS_FILE: render_docs(c, docs),
+        **runbook_outputs([a.name for a in groups.alerts(c)], root),
     }

@@ -40,10 +40,7 @@ def test_changed_threshold_is_reported_as_drift(root: Path, tmp_path: Path) -> N
 
 
 def test_write_into_a_fresh_root(root: Path, tmp_path: Path) -> None:
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs/alerts.md").write_text(
-        (root / "docs/alerts.md").read_text(encoding="utf-8"), encoding="utf-8"
-    )
+    runbooks = _copy_docs(root, tmp_path)
     result = _run(root, "--root", str(tmp_path))
     assert result.returncode == 0, result.stderr
     for name in (
@@ -51,6 +48,7 @@ def test_write_into_a_fresh_root(root: Path, tmp_path: Path) -> None:
         "alerts/helios-recording.yaml",
         "alerts/optional/helios-dcgm-recording.yaml",
         "docs/alerts.md",
+        *map(str, runbooks),
     ):
         assert (tmp_path / name).read_bytes() == (root / name).read_bytes(), name
 
@@ -150,3 +148,37 @@ def test_generator_modules_stay_small(root: Path) -> None:
     for path in sorted((root / "alerts").rglob("*.py")):
         lines = path.read_text(encoding="utf-8").count("\n")
         assert lines <= 400, f"{path.relative_to(root)}: {lines} lines"
+
+
+def _copy_docs(root: Path, into: Path) -> list[Path]:
+    (into / "docs/runbooks").mkdir(parents=True)
+    runbooks = [p.relative_to(root) for p in (root / "docs/runbooks").glob("*.md")]
+    for name in [Path("docs/alerts.md"), *runbooks]:
+        (into / name).write_text((root / name).read_text(encoding="utf-8"), encoding="utf-8")
+    return runbooks
+
+
+def test_a_hand_edited_set_up_section_is_drift(root: Path, tmp_path: Path) -> None:
+    """Every runbook's Set up section is generated (alerts/runbook_setup.py): an edit by hand
+    is reported, and regenerating puts it back."""
+    _copy_docs(root, tmp_path)
+    runbook = tmp_path / "docs/runbooks/HeliosRestoreCheckFailed.md"
+    text = runbook.read_text(encoding="utf-8")
+    runbook.write_text(text.replace("/etc/helios-exporter/events/token",
+                                    "/etc/helios-exporter/events-token"), encoding="utf-8")
+    result = _run(root, "--check", "--root", str(tmp_path))
+    assert result.returncode == 1
+    assert "docs/runbooks/HeliosRestoreCheckFailed.md (generated)" in result.stdout
+    assert "+TOKEN=$(kubectl" in result.stdout
+    assert _run(root, "--root", str(tmp_path)).returncode == 0
+    assert runbook.read_text(encoding="utf-8") == text
+
+
+def test_a_runbook_without_the_set_up_markers_is_an_error(root: Path, tmp_path: Path) -> None:
+    _copy_docs(root, tmp_path)
+    runbook = tmp_path / "docs/runbooks/HeliosGpuLost.md"
+    runbook.write_text(runbook.read_text(encoding="utf-8").replace("<!-- END GENERATED: setup -->", ""),
+                       encoding="utf-8")
+    result = _run(root, "--check", "--root", str(tmp_path))
+    assert result.returncode == 2
+    assert "HeliosGpuLost.md: marker" in result.stderr

@@ -1,0 +1,88 @@
+"""The Set up section of every runbook: how on-call reaches the sidecar, its engine and the
+Alertmanager on each shipped deployment (Kubernetes, Compose, plain Prometheus), one block each,
+all setting the same shell variables, so that every later command of a runbook is the same on all
+three. Written into docs/runbooks/<Alert>.md between markers by alerts/generate.py;
+tests/docs/test_runbooks.py holds each block against the deployment's manifests.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from alerts.config import ConfigError
+from exporter.defaults import LISTEN_PORT
+
+RUNBOOK_DIR = Path("docs/runbooks")
+BEGIN = "<!-- BEGIN GENERATED: setup (alerts/runbook_setup.py) -->"
+END = "<!-- END GENERATED: setup -->"
+
+_SECTION = """\
+Once per shell, the block of your deployment. Copy `instance` and `cluster` from the page: its
+title names the target as `helios-exporter/<instance>`, followed by `in cluster <cluster>` where
+there is one (the values below are the shipped examples'; leave `CLUSTER=` empty when the page
+names none). The queries further down take the same two values for `<instance>` and `<cluster>`.
+
+```sh
+# Kubernetes (deploy/kubernetes; the PodMonitor makes instance <namespace>/<name>)
+NS=helios NAME=helios-engine-a CLUSTER=      # instance="helios/helios-engine-a"
+INSTANCE=$NS/$NAME
+POD=$(kubectl -n "$NS" get pods -l helios-exporter.io/instance="$NAME" -o name | head -n 1)
+POD=${POD:-pod/$NAME}                        # a StatefulSet's pod: NAME is the pod's name
+kubectl -n "$NS" port-forward "$POD" {port}:{port} 18000:8000 >/dev/null &
+kubectl -n monitoring port-forward svc/alertmanager-operated 9093:9093 >/dev/null &
+SIDECAR=http://127.0.0.1:{port} ENGINE=http://127.0.0.1:18000 AM_URL=http://127.0.0.1:9093
+TOKEN=$(kubectl -n "$NS" exec "$POD" -c helios-exporter -- cat /etc/helios-exporter/events/token)
+sleep 2; curl -sSf "$SIDECAR/healthz" || echo "SIDECAR UNREACHABLE: $SIDECAR"
+```
+
+```sh
+# Compose (deploy/compose), from the repository root; instance is exporter:{port}
+INSTANCE=exporter:{port} CLUSTER=
+SIDECAR=http://127.0.0.1:{port} ENGINE=http://127.0.0.1:8000 AM_URL=http://127.0.0.1:9093
+TOKEN=$(docker compose -f deploy/compose/docker-compose.yaml exec -T exporter cat /run/secrets/events-token)
+curl -sSf "$SIDECAR/healthz" || echo "SIDECAR UNREACHABLE: $SIDECAR"
+```
+
+```sh
+# Plain Prometheus (deploy/prometheus/prometheus-static.yml); instance is <host>:{port}
+HOST=gpu-node-01.example.internal CLUSTER=   # instance="gpu-node-01.example.internal:{port}"
+INSTANCE=$HOST:{port} SIDECAR=http://$HOST:{port} ENGINE=http://$HOST:8000
+AM_URL=http://alertmanager.example.internal:9093   # alerting.alertmanagers of your prometheus.yml
+TOKEN_FILE=/run/secrets/helios-events-token  # yours: the file given to the sidecar's --events-token-file
+TOKEN=$(cat "$TOKEN_FILE")                   # on the sidecar's host, or where you keep a copy
+curl -sSf "$SIDECAR/healthz" || echo "SIDECAR UNREACHABLE: $SIDECAR"
+```
+
+On Kubernetes, `kubectl port-forward` goes through the API server, so the example's
+NetworkPolicy (it admits only Prometheus and the restore tooling to port {port}) does not stop
+it; 18000 is the engine's port 8000 (`engine_url` in `/status`), and `alertmanager-operated` is
+the Service the Prometheus Operator gives every Alertmanager (use yours if it differs). A
+forward ends with its pod: after the pod was replaced, run the block again. `SIDECAR
+UNREACHABLE` means nothing answered: the sidecar, its pod or its host is down (then go by what
+Prometheus last saw, and see [HeliosExporterDown](HeliosExporterDown.md)), or the forward
+ended."""
+
+
+def setup_section() -> str:
+    return _SECTION.replace("{port}", str(LISTEN_PORT))
+
+
+def render_runbook(name: str, current: str) -> str:
+    """`current` with its Set up section between the markers replaced."""
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
+    if not pattern.search(current):
+        raise ConfigError(f"{RUNBOOK_DIR / name}.md: marker {BEGIN!r} ... {END!r} not found")
+    replacement = f"{BEGIN}\n{setup_section()}\n{END}"
+    return pattern.sub(lambda _match: replacement, current)
+
+
+def runbook_outputs(names: list[str], root: Path) -> dict[Path, str]:
+    """Every runbook of `names` with its Set up section current."""
+    out = {}
+    for name in names:
+        path = RUNBOOK_DIR / f"{name}.md"
+        if not (root / path).exists():
+            raise ConfigError(f"{path}: missing (every alert has a runbook)")
+        out[path] = render_runbook(name, (root / path).read_text(encoding="utf-8"))
+    return out
