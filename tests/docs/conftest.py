@@ -1,0 +1,36 @@
+"""Fixtures of the runbook tests, built once per session: the shims, the deployments' facts,
+a real /status, and each distinct Set up block run once per deployment."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.docs.deployments import Deployment, compose, kubernetes, plain
+from tests.docs.runbook_check import Sample, SetUps, make_sample
+from tests.docs.runbook_shell import Shell
+
+
+@pytest.fixture(scope="session")
+def shell(tmp_path_factory: pytest.TempPathFactory) -> Shell:
+    return Shell(tmp_path_factory.mktemp("shell"))
+
+
+@pytest.fixture(scope="session")
+def deployments(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Deployment]:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool not installed (Debian package prometheus): scripts/bootstrap")
+    return {"kubernetes": kubernetes(tmp_path_factory.mktemp("kube"), promtool),
+            "compose": compose(), "plain": plain()}
+
+
+@pytest.fixture(scope="session")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Sample:
+    return make_sample(tmp_path_factory.mktemp("status"))
+
+
+@pytest.fixture(scope="session")
+def setups(shell: Shell, deployments: dict[str, Deployment], sample: Sample) -> SetUps:
+    return SetUps(shell, deployments, sample)

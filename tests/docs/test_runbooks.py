@@ -1,0 +1,206 @@
+"""The runbooks work when followed literally, on each shipped deployment.
+
+Every shell block of every runbook is pasted into bash after the deployment's Set up block, with
+the commands that reach a cluster, Docker, a host, an Alertmanager or GPUs replaced by recorders
+(tests/docs/shim.py) and everything else real (jq, date, head, ...). What the blocks did is held
+against the shipped manifests (tests/docs/deployments.py: the instance label each scrape config
+produces, where each deployment mounts the events token, which ports and Alertmanager it has) and
+against the real code: the sidecar's routes, the events API's body model, the CLI's parser, a
+`/status` rendered by a real sidecar (tests/docs/status_sample.py), the metric names the sidecar
+exports or the rules record, and PromQL parsed by promql-parser. `test_runbook_amtool_e2e.py`
+runs the amtool commands against a real Alertmanager.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Any
+
+import promql_parser
+import pytest
+
+from tests.conftest import ROOT
+from tests.dashboards.promql import known_metrics
+from tests.docs.deployments import DEPLOYMENTS, Deployment
+from tests.docs.runbook_check import TOKEN, UNREACHABLE, Sample, SetUps, call_problems
+from tests.docs.runbook_doc import SECTIONS, Runbook, runbooks, status_fields
+
+RUNBOOKS = runbooks()
+IDS = [r.name for r in RUNBOOKS]
+EVENTS = ("drain_started", "restore_started", "window_closed", "abort")
+
+
+def cases() -> list[Any]:
+    return [pytest.param(runbook, dep, id=f"{runbook.name}-{dep}")
+            for runbook in RUNBOOKS for dep in DEPLOYMENTS]
+
+
+# -- the tests -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("runbook", RUNBOOKS, ids=IDS)
+def test_sections_in_order(runbook: Runbook) -> None:
+    """What it means, how to reach it, what to check, what to do, what its resolve means."""
+    headings = [h for h in runbook.headings() if h in SECTIONS]
+    assert headings == list(SECTIONS), f"{runbook.name}: sections {runbook.headings()}"
+    assert set(runbook.setup_blocks()) == set(DEPLOYMENTS), runbook.name
+
+
+@pytest.mark.parametrize(("runbook", "dep"), cases())
+def test_set_up_points_at_what_the_deployment_really_has(runbook: Runbook, dep: str,
+                                                         setups: SetUps, sample: Sample) -> None:
+    setup = setups(runbook, dep)
+    r, ran = setup.reach, setup.alive
+    assert ran.problems() == [], ran.stderr
+    wanted = {"INSTANCE": r.deployment.instance, "CLUSTER": "", "SIDECAR": r.sidecar,
+              "ENGINE": r.engine, "AM_URL": r.am_url, "TOKEN": TOKEN}
+    assert {k: ran.variables.get(k) for k in wanted} == wanted, ran.script
+    events: list[str] = []
+    assert [p for call in ran.calls for p in call_problems(call, r, sample, events)] == []
+    assert UNREACHABLE not in ran.stdout
+    assert setup.dead.stdout.count(UNREACHABLE) == 1, setup.dead.stdout
+
+
+@pytest.mark.parametrize(("runbook", "dep"), cases())
+def test_every_block_runs_as_written(runbook: Runbook, dep: str, setups: SetUps,
+                                     sample: Sample) -> None:
+    r = setups(runbook, dep).reach
+    failures = []
+    for block in runbook.command_blocks(dep):
+        ran = setups.run(runbook, dep, block)
+        events: list[str] = []
+        problems = ran.problems() + [p for call in ran.calls
+                                     for p in call_problems(call, r, sample, events)]
+        if ran.returncode != 0:
+            problems.append(f"exit status {ran.returncode}")
+        if UNREACHABLE in ran.stdout:
+            problems.append("says the sidecar is unreachable while it answers")
+        if re.search(r"\bnull\b", ran.stdout):
+            problems.append("printed null: it reads a field the sidecar or engine does not have")
+        if problems:
+            failures.append(f"{block.where}:\n{block.text}-> {problems}\n{ran.stderr}")
+    assert failures == [], "\n".join(failures)
+
+
+@pytest.mark.parametrize(("runbook", "dep"), cases())
+def test_commands_fail_loudly_on_a_dead_sidecar(runbook: Runbook, dep: str,
+                                               setups: SetUps) -> None:
+    """Each call to a sidecar (or engine) that refuses connections says so, never an empty
+    answer: with jq 1.6, `curl -sf URL | jq ...` prints nothing and succeeds."""
+    r = setups(runbook, dep).reach
+    failures = []
+    for block in runbook.command_blocks(dep):
+        ran = setups.run(runbook, dep, block, dead=True)
+        tries = sum(1 for c in ran.calls if c.name == "curl"
+                    and any(a.startswith((r.sidecar, r.engine)) for a in c.argv))
+        said = ran.stdout.count("UNREACHABLE: ")
+        if said < tries:
+            failures.append(f"{block.where}: {tries} call(s) to a dead sidecar or engine, "
+                            f"{said} said UNREACHABLE:\n{ran.stdout}")
+    assert failures == [], "\n".join(failures)
+
+
+def exported_metrics() -> set[str]:
+    """Every series name of the whole /metrics of a real sidecar (tests/golden/
+    full_exposition.prom, which tests/test_full_exposition.py keeps equal to it)."""
+    text = (ROOT / "tests" / "golden" / "full_exposition.prom").read_text(encoding="utf-8")
+    return {m.group(1) for m in re.finditer(r"^([a-zA-Z_:][\w:]*)(?:\{| )", text, re.M)}
+
+
+def _selectors(expr: str) -> list[Any]:
+    found: list[Any] = []
+
+    def visit(node: Any) -> bool:
+        if type(node).__name__ == "VectorSelector":
+            found.append(node)
+        return True
+
+    promql_parser.walk(promql_parser.parse(expr), visit)
+    return found
+
+
+@pytest.mark.parametrize("runbook", RUNBOOKS, ids=IDS)
+def test_queries_parse_and_select_this_target(runbook: Runbook,
+                                              deployments: dict[str, Deployment]) -> None:
+    """Every query parses, names only metrics the sidecar exports (the README's table, or a
+    real sidecar's /metrics) or the rules record, and
+    selects the paged target: job, and the instance and cluster labels the deployment produces
+    (`<instance>` and `<cluster>` in the runbook, copied from the page)."""
+    known, exported = known_metrics(), exported_metrics()
+    queries = runbook.queries()
+    assert queries, f"{runbook.name} has no query"
+    failures = []
+    for block, query in queries:
+        for d in deployments.values():
+            for cluster in ("", "eu-west-1a"):
+                expr = query.replace("<instance>", d.instance).replace("<cluster>", cluster)
+                if re.search(r"<[a-z_]+>", expr):
+                    failures.append(f"{block.where}: a placeholder other than <instance>/<cluster>: {query}")
+                    break
+                try:
+                    selectors = _selectors(expr)
+                except Exception as exc:  # promql-parser raises plain exceptions
+                    failures.append(f"{block.where}: does not parse: {query}: {exc}")
+                    break
+                for s in selectors:
+                    matchers = {(m.name, str(m.op), m.value) for m in s.matchers.matchers}
+                    labels = {(n, v) for n, _, v in matchers}
+                    if s.name not in known and s.name not in exported:
+                        failures.append(f"{block.where}: {s.name} is neither exported nor recorded")
+                    if ("job", d.job) not in labels:
+                        failures.append(f"{block.where}: {s.name} without job=\"{d.job}\"")
+                    if ("cluster", cluster) not in labels:
+                        failures.append(f"{block.where}: {s.name} without cluster=\"<cluster>\"")
+                    if s.name != "up" and ("instance", d.instance) not in labels:
+                        failures.append(f"{block.where}: {s.name} without instance=\"<instance>\"")
+    assert sorted(set(failures)) == []
+
+
+def _jq_null_paths(doc_file: str, paths: set[str]) -> list[str]:
+    missing = []
+    for path in sorted(paths):
+        result = subprocess.run(["jq", "-e", "." + path.replace("[]", "[]?"), doc_file],
+                                capture_output=True, text=True, timeout=30, check=False)
+        if result.returncode != 0 or re.search(r"\bnull\b", result.stdout):
+            missing.append(path)
+    return missing
+
+
+@pytest.mark.parametrize("runbook", RUNBOOKS, ids=IDS)
+def test_status_fields_it_names_exist(runbook: Runbook, sample: Sample) -> None:
+    """The `/status` fields the prose tells people to read are in a real `/status`."""
+    fields = status_fields(runbook.prose(), set(sample.status))
+    assert _jq_null_paths(sample.files["GET /status"], fields) == []
+
+
+def test_the_restore_checklist_sends_every_event(setups: SetUps, sample: Sample) -> None:
+    """HeliosRestoreWindowOpen's checklist has a command for each restore event, accepted by the
+    events API, on every deployment."""
+    (runbook,) = [r for r in RUNBOOKS if r.name == "HeliosRestoreWindowOpen"]
+    for dep in DEPLOYMENTS:
+        r = setups(runbook, dep).reach
+        events: list[str] = []
+        for block in runbook.command_blocks(dep):
+            for call in setups.run(runbook, dep, block).calls:
+                call_problems(call, r, sample, events)
+        assert set(events) == set(EVENTS), dep
+
+
+def test_window_closed_409_is_explained() -> None:
+    """Every runbook that sends window_closed says it is refused with 409 while the engine is
+    unreachable, and what to do instead."""
+    for runbook in RUNBOOKS:
+        if '"event\\": \\"window_closed' in runbook.text or "window_closed\\\"" in runbook.text:
+            assert "409" in runbook.prose(), runbook.name
+
+
+def test_the_engine_paths_runbooks_may_call_are_the_engines() -> None:
+    """The engine routes the curl check accepts are served by the simulated engine (which
+    serves the engine's API), so a runbook cannot send people to an engine path that is not."""
+    from simulator.app import build_app
+    from tests.docs.runbook_check import ENGINE_PATHS
+    from tests.simulator.harness import idle_engine
+
+    engine, _ = idle_engine()
+    served = {route.path for route in build_app(engine).routes}
+    assert served >= ENGINE_PATHS
