@@ -61,7 +61,21 @@ the Service the Prometheus Operator gives every Alertmanager (use yours if it di
 forward ends with its pod: after the pod was replaced, run the block again. `SIDECAR
 UNREACHABLE` means nothing answered: the sidecar, its pod or its host is down (then go by what
 Prometheus last saw, and see [HeliosExporterDown](HeliosExporterDown.md)), or the forward
-ended."""
+ended.
+
+**See it:** the [status page](../status-page.md) (the window, its deadlines and time left, the
+checks and why they failed, each source's health) at `$SIDECAR/` in a browser
+(`http://127.0.0.1:{port}/` after the Kubernetes or Compose block), or the same in a terminal:
+
+```sh
+helios-exporter status --sidecar "$SIDECAR" --watch
+```
+
+```sh
+# Kubernetes, with nothing installed here: the sidecar's own image has the command
+kubectl -n "$NS" exec -it "$POD" -c helios-exporter -- \\
+  helios-exporter status --sidecar http://127.0.0.1:{port} --watch
+```"""
 
 
 def setup_section() -> str:

@@ -198,6 +198,13 @@ def _kubectl(call: Call, r: Reach) -> list[str]:
     for target in forward:
         if not target.startswith("pod/"):
             problems.append(f"port-forward to {target}")
+    if "exec" in argv and "--" in argv:
+        command = argv[argv.index("--") + 1:]
+        if command[:1] == ["helios-exporter"]:
+            problems += _helios_exporter(Call("helios-exporter", command[1:], call.cwd))
+            inside = f"http://127.0.0.1:{dep.sidecar_port}"
+            problems += [f"inside the pod the sidecar is {inside}, not {url}"
+                         for url in _option(command, "--sidecar") if url != inside]
     return problems
 
 
@@ -223,11 +230,14 @@ def _amtool(call: Call, r: Reach) -> list[str]:
     return []
 
 
-def _helios_exporter(call: Call) -> list[str]:
+def _helios_exporter(call: Call, r: Reach | None = None) -> list[str]:
     try:
-        cli_parser().parse_args(call.argv)
+        args = cli_parser().parse_args(call.argv)
     except SystemExit as exc:
         return [f"helios-exporter {' '.join(call.argv)}: the CLI refuses it (exit {exc.code})"]
+    sidecar = getattr(args, "sidecar", None)
+    if r is not None and sidecar is not None and sidecar != r.sidecar:
+        return [f"helios-exporter --sidecar {sidecar}: the sidecar is {r.sidecar} here"]
     return []
 
 
@@ -245,7 +255,7 @@ def call_problems(call: Call, r: Reach, sample: Sample, events: list[str]) -> li
     if call.name == "amtool":
         return _amtool(call, r)
     if call.name == "helios-exporter":
-        return _helios_exporter(call)
+        return _helios_exporter(call, r)
     return []
 
 

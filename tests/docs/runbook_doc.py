@@ -74,18 +74,19 @@ class Runbook:
         return [b for b in self.blocks() if b.lang in ("sh", "bash", "shell")]
 
     def setup_blocks(self) -> dict[str, Block]:
-        """The Set up section's block per deployment."""
+        """The Set up section's first block of each deployment: the one that sets the variables
+        every later block uses."""
         found: dict[str, Block] = {}
         for block in self.shell_blocks():
             if block.section == "Set up" and block.deployment is not None:
-                assert block.deployment not in found, f"{self.name}: two set-up blocks for {block.deployment}"
-                found[block.deployment] = block
+                found.setdefault(block.deployment, block)
         return found
 
     def command_blocks(self, deployment: str) -> list[Block]:
-        """Every shell block outside Set up that a person on `deployment` runs."""
+        """Every other shell block that a person on `deployment` runs."""
+        setups = set(self.setup_blocks().values())
         return [b for b in self.shell_blocks()
-                if b.section != "Set up" and b.deployment in (None, deployment)]
+                if b not in setups and b.deployment in (None, deployment)]
 
     def queries(self) -> list[tuple[Block, str]]:
         """PromQL of the `promql` blocks: one query per line, indented lines continue it."""

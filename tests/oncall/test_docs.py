@@ -14,12 +14,15 @@ RUNBOOKS = sorted((ROOT / "docs" / "runbooks").glob("*.md"))
 
 @pytest.mark.parametrize("runbook", RUNBOOKS, ids=[p.stem for p in RUNBOOKS])
 def test_every_runbook_says_where_to_see_it(runbook: Path) -> None:
-    line = next((ln for ln in runbook.read_text().splitlines() if ln.startswith("**See it:**")),
-                None)
-    assert line is not None, f"{runbook.name} has no **See it:** line"
-    assert "`http://<sidecar>:19400/`" in line
-    assert "`helios-exporter status --sidecar http://<sidecar>:19400 --watch`" in line
+    """In the generated Set up section, with the address its blocks set (tests/docs runs the
+    commands: the CLI parses them and --sidecar is the sidecar's address there)."""
+    text = runbook.read_text()
+    setup = text[text.index("<!-- BEGIN GENERATED: setup"):text.index("<!-- END GENERATED: setup")]
+    line = next((ln for ln in setup.splitlines() if ln.startswith("**See it:**")), None)
+    assert line is not None, f"{runbook.name} has no **See it:** line in its Set up section"
     assert "(../status-page.md)" in line
+    assert "`$SIDECAR/` in a browser" in setup
+    assert 'helios-exporter status --sidecar "$SIDECAR" --watch' in setup
 
 
 def test_the_status_page_doc_shows_its_pictures() -> None:
