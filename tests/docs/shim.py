@@ -14,7 +14,8 @@ name, argv, cwd) and RUNBOOK_SHIM_CONFIG (a JSON file):
   both refuse connections;
 - "responses": "METHOD PATH" -> [status, body file] for the sidecar, "engine PATH" likewise.
 
-Runs with `python -I -S` (stdlib only) to start fast: a runbook block may call it many times.
+Runs with `python -I -S` and imports little, to start fast: a runbook block may call it many
+times.
 """
 
 from __future__ import annotations
@@ -22,17 +23,16 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
-from urllib.parse import urlsplit
 
 
 def _log(name: str, argv: list[str]) -> None:
-    with Path(os.environ["RUNBOOK_SHIM_LOG"]).open("a", encoding="utf-8") as log:
+    with open(os.environ["RUNBOOK_SHIM_LOG"], "a", encoding="utf-8") as log:
         log.write(json.dumps({"name": name, "argv": argv, "cwd": os.getcwd()}) + "\n")
 
 
 def _config() -> dict:
-    return json.loads(Path(os.environ["RUNBOOK_SHIM_CONFIG"]).read_text(encoding="utf-8"))
+    with open(os.environ["RUNBOOK_SHIM_CONFIG"], encoding="utf-8") as f:
+        return json.load(f)
 
 
 def _missing(path: str) -> int:
@@ -90,6 +90,7 @@ _CURL_VALUE_OPTIONS = {"-X", "--request", "-H", "--header", "-d", "--data", "--d
 
 
 def curl(argv: list[str], config: dict) -> int:
+    from urllib.parse import urlsplit
     method, url, fail, write_out, output = "GET", None, False, None, None
     i = 0
     while i < len(argv):
@@ -131,7 +132,10 @@ def curl(argv: list[str], config: dict) -> int:
     path = urlsplit(url).path or "/"
     key = f"{method} {path}" if kind == "sidecar" else f"engine {path}"
     status, body_file = config["responses"].get(key, [404, None])
-    body = Path(body_file).read_text(encoding="utf-8") if body_file else '{"detail":"Not Found"}'
+    body = '{"detail":"Not Found"}'
+    if body_file:
+        with open(body_file, encoding="utf-8") as f:
+            body = f.read()
     if fail and status >= 400:
         sys.stderr.write(f"curl: (22) The requested URL returned error: {status}\n")
         return 22
