@@ -37,6 +37,26 @@ sleep 2; curl -sSf "$SIDECAR/healthz" || echo "SIDECAR UNREACHABLE: $SIDECAR"
 ```
 
 ```sh
+# Kubernetes with TLS and basic auth (deploy/kubernetes-tls): the same over HTTPS, with a password
+NS=helios NAME=helios-engine-a CLUSTER=      # instance="helios/helios-engine-a"
+INSTANCE=$NS/$NAME
+POD=$(kubectl -n "$NS" get pods -l helios-exporter.io/instance="$NAME" -o name | head -n 1)
+POD=${POD:-pod/$NAME}                        # a StatefulSet's pod: NAME is the pod's name
+kubectl -n "$NS" port-forward "$POD" {port}:{port} 18000:8000 >/dev/null &
+kubectl -n monitoring port-forward svc/alertmanager-operated 9093:9093 >/dev/null &
+SIDECAR=https://127.0.0.1:{port} ENGINE=http://127.0.0.1:18000 AM_URL=http://127.0.0.1:9093
+TOKEN=$(kubectl -n "$NS" exec "$POD" -c helios-exporter -- cat /etc/helios-exporter/events/token)
+export CURL_HOME=$(mktemp -d); C=$CURL_HOME  # curl reads $C/.curlrc: the CA and the password
+kubectl -n "$NS" exec "$POD" -c helios-exporter -- cat /etc/helios-exporter/tls/ca.crt > "$C/ca.crt"
+SECRET=secret/helios-exporter-scrape         # the user Prometheus scrapes with
+U=$(kubectl -n "$NS" get "$SECRET" -o jsonpath='{.data.username}' | base64 -d)
+kubectl -n "$NS" get "$SECRET" -o jsonpath='{.data.password}' | base64 -d > "$C/password"
+printf 'cacert = "%s"\\nuser = "%s:%s"\\n' "$C/ca.crt" "$U" "$(cat "$C/password")" > "$C/.curlrc"
+export HELIOS_EXPORTER_CA_FILE=$C/ca.crt HELIOS_EXPORTER_USER=$U HELIOS_EXPORTER_PASSWORD_FILE=$C/password
+sleep 2; curl -sSf "$SIDECAR/healthz" || echo "SIDECAR UNREACHABLE: $SIDECAR"
+```
+
+```sh
 # Compose (deploy/compose), from the repository root; instance is exporter:{port}
 INSTANCE=exporter:{port} CLUSTER=
 SIDECAR=http://127.0.0.1:{port} ENGINE=http://127.0.0.1:8000 AM_URL=http://127.0.0.1:9093
@@ -58,7 +78,14 @@ On Kubernetes, `kubectl port-forward` goes through the API server, so the exampl
 NetworkPolicy (it admits only Prometheus and the restore tooling to port {port}) does not stop
 it; 18000 is the engine's port 8000 (`engine_url` in `/status`), and `alertmanager-operated` is
 the Service the Prometheus Operator gives every Alertmanager (use yours if it differs). A
-forward ends with its pod: after the pod was replaced, run the block again. `SIDECAR
+forward ends with its pod: after the pod was replaced, run the block again. With TLS and basic
+auth (the sidecar's `--web-config-file`), every later `curl` reads the CA and the user from
+`$CURL_HOME/.curlrc` and `helios-exporter status` its `--ca-file`, `--user` and
+`--password-file` from the `HELIOS_EXPORTER_*` variables, so the commands below stay the same;
+the events API keeps its bearer token. The block uses Prometheus's scrape user (a password with
+`"` or `\\` needs them escaped with `\\` in `.curlrc`); a user of your own in the web
+configuration works the same way. A plain deployment with TLS: put the same two
+lines in a `.curlrc` and export the same variables. `SIDECAR
 UNREACHABLE` means nothing answered: the sidecar, its pod or its host is down (then go by what
 Prometheus last saw, and see [HeliosExporterDown](HeliosExporterDown.md)), or the forward
 ended.
@@ -72,7 +99,7 @@ helios-exporter status --sidecar "$SIDECAR" --watch
 ```
 
 ```sh
-# Kubernetes, with nothing installed here: the sidecar's own image has the command
+# Kubernetes without TLS, with nothing installed here: the sidecar's image has the command
 kubectl -n "$NS" exec -it "$POD" -c helios-exporter -- \\
   helios-exporter status --sidecar http://127.0.0.1:{port} --watch
 ```"""

@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from tests.deploy.conftest import KUBE
 from tests.docs.deployments import Deployment, compose, kubernetes, plain
 from tests.docs.runbook_check import Sample, SetUps, make_sample
 from tests.docs.runbook_shell import Shell
@@ -23,6 +24,8 @@ def deployments(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Deploymen
     if promtool is None:
         pytest.fail("promtool not installed (Debian package prometheus): scripts/bootstrap")
     return {"kubernetes": kubernetes(tmp_path_factory.mktemp("kube"), promtool),
+            "kubernetes-tls": kubernetes(tmp_path_factory.mktemp("kube-tls"), promtool,
+                                         KUBE.parent / "kubernetes-tls"),
             "compose": compose(), "plain": plain()}
 
 

@@ -4,12 +4,14 @@ reach, and the Alertmanager it sends to. The runbook test holds the runbooks aga
 
 from __future__ import annotations
 
+import base64
 import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import bcrypt
 import yaml
 
 from tests.deploy.conftest import (
@@ -25,7 +27,18 @@ from tests.deploy.conftest import (
 from tests.deploy.sidecar_checks import SIDECAR, default_port
 
 TOKEN_VARIABLE = "HELIOS_EXPORTER_EVENTS_TOKEN_FILE"
-DEPLOYMENTS = ("kubernetes", "compose", "plain")
+DEPLOYMENTS = ("kubernetes", "kubernetes-tls", "compose", "plain")
+
+
+@dataclass(frozen=True)
+class Tls:
+    """What a person needs to reach a sidecar with TLS and basic auth, and where it is."""
+
+    names: frozenset[str]                  # the certificate's DNS names and IP addresses
+    ca_file: str                           # in the sidecar container: the issuer's CA
+    secrets: dict[str, dict[str, str]]     # Secret -> key -> value a person may read
+    username: str                          # a user of the web configuration ...
+    password: str                          # ... with the password its bcrypt hash accepts
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,11 @@ class Deployment:
     pod_labels: dict[str, str] = field(default_factory=dict)
     published: dict[str, dict[int, int]] = field(default_factory=dict)  # compose: service -> ports
     compose_file: str | None = None
+    tls: Tls | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.tls is None else "https"
 
 
 def _kube_token_file(workload: dict[str, Any]) -> str:
@@ -60,8 +78,38 @@ def _kube_token_file(workload: dict[str, Any]) -> str:
     raise AssertionError(f"{TOKEN_VARIABLE}={path} is no file of a Secret mounted in {SIDECAR}")
 
 
-def kubernetes(tmp_path: Path, promtool: str) -> Deployment:
-    objects = kustomize(KUBE)
+def _secret_data(secret: dict[str, Any]) -> dict[str, str]:
+    data = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+    return data | dict(secret.get("stringData") or {})
+
+
+def _tls(objects: list[dict[str, Any]], workload: dict[str, Any]) -> Tls:
+    """The certificate's names, its CA as mounted in the sidecar, and the scrape user, checked
+    against the web configuration the sidecar loads (its bcrypt hash accepts the password)."""
+    certificate = find(objects, "Certificate")["spec"]
+    spec = workload["spec"]["template"]["spec"]
+    (sidecar,) = [c for c in spec["containers"] if c["name"] == SIDECAR]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    (ca_dir,) = [m["mountPath"] for m in sidecar["volumeMounts"]
+                 if volumes[m["name"]].get("secret", {}).get("secretName") == certificate["secretName"]]
+    env = {e["name"]: e.get("value") for e in sidecar.get("env", [])}
+    web_file = env["HELIOS_EXPORTER_WEB_CONFIG_FILE"]
+    (web_dir,) = [m for m in sidecar["volumeMounts"] if posixpath.dirname(web_file) == m["mountPath"]]
+    web_secret = find(objects, "Secret", volumes[web_dir["name"]]["secret"]["secretName"])
+    users = yaml.safe_load(_secret_data(web_secret)[posixpath.basename(web_file)])["basic_auth_users"]
+    scrape = find(objects, "Secret", "helios-exporter-scrape")
+    credentials = _secret_data(scrape)
+    username, password = credentials["username"], credentials["password"]
+    assert bcrypt.checkpw(password.encode(), users[username].encode()), \
+        "the scrape Secret's password does not match its user's hash in the web configuration"
+    return Tls(names=frozenset(certificate.get("dnsNames", []) + certificate.get("ipAddresses", [])),
+               ca_file=f"{ca_dir}/ca.crt", secrets={scrape["metadata"]["name"]: credentials},
+               username=username, password=password)
+
+
+def kubernetes(tmp_path: Path, promtool: str, directory: Path = KUBE) -> Deployment:
+    """The example (deploy/kubernetes), or an overlay of it (`directory`: deploy/kubernetes-tls)."""
+    objects = kustomize(directory)
     workload = find(objects, "Deployment")
     template = workload["spec"]["template"]
     namespace = workload["metadata"]["namespace"]
@@ -73,14 +121,16 @@ def kubernetes(tmp_path: Path, promtool: str) -> Deployment:
              if c["name"] != SIDECAR}
     (engine_port,) = ports
     static = yaml.safe_load((DEPLOY / "prometheus" / "prometheus-kubernetes.yml").read_text())
+    tls = None if directory == KUBE else _tls(objects, workload)
     return Deployment(
-        name="kubernetes", job=target["job"], instance=target["instance"],
+        name="kubernetes" if tls is None else "kubernetes-tls", job=target["job"],
+        instance=target["instance"],
         token_files={f"kubectl:{SIDECAR}:{_kube_token_file(workload)}": "the Secret's mount"},
         alertmanagers=frozenset(t for am in static["alerting"]["alertmanagers"]
                                 for sc in am["static_configs"] for t in sc["targets"]),
         sidecar_port=int(target["__address__"].rpartition(":")[2]), engine_port=engine_port,
         namespace=namespace, containers=frozenset(c["name"] for c in template["spec"]["containers"]),
-        pod_labels=dict(template["metadata"]["labels"]))
+        pod_labels=dict(template["metadata"]["labels"]), tls=tls)
 
 
 def _published(service: dict[str, Any]) -> dict[int, int]:

@@ -7,11 +7,14 @@ refuses."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 from urllib.parse import urlsplit
 
 from exporter.cli import _parser as cli_parser
@@ -24,6 +27,7 @@ from tests.docs.status_sample import render, without_nulls
 from tests.helpers import contract_example
 
 TOKEN = "token-from-the-mounted-file-0123456789"
+CA = "-----BEGIN CERTIFICATE-----\nthe issuer's CA, as mounted in the sidecar\n-----END CERTIFICATE-----\n"
 UNSET = "unset-in-sample"   # what a null of the sample /status reads as
 UNREACHABLE = "SIDECAR UNREACHABLE"
 AM_PORT = 9093
@@ -96,9 +100,11 @@ def reach(runbook: Runbook, dep: Deployment, shell: Shell) -> Reach:
         match = re.search(r"^TOKEN_FILE=(\S+)\s+#.*--events-token-file", block.text, re.M)
         assert match, f"{runbook.name}: the plain Set up reads TOKEN_FILE, the sidecar's --events-token-file"
         files[f"cat:{match.group(1)}"] = TOKEN + "\n"
-    if dep.name == "kubernetes":
+    if dep.tls is not None:
+        files[f"kubectl:helios-exporter:{dep.tls.ca_file}"] = CA
+    if dep.namespace is not None:
         ran = shell.run(block.text, {"files": files, "pod": "x", "sidecars": [], "engines": [],
-                                     "responses": {}})
+                                     "responses": {}, "secrets": secrets(dep)})
         forwards = _forwards(ran.calls)
         pods = [ports for target, ports in forwards.items() if target.startswith("pod/")]
         ams = [ports for target, ports in forwards.items() if target in AM_SERVICES]
@@ -106,7 +112,7 @@ def reach(runbook: Runbook, dep: Deployment, shell: Shell) -> Reach:
         assert len(ams) == 1, f"{runbook.name}: one port-forward to {AM_SERVICES}, got {forwards}"
         assert set(pods[0]) == {dep.sidecar_port, dep.engine_port}, pods[0]
         assert set(ams[0]) == {AM_PORT}, ams[0]
-        return Reach(dep, f"http://127.0.0.1:{pods[0][dep.sidecar_port]}",
+        return Reach(dep, f"{dep.scheme}://127.0.0.1:{pods[0][dep.sidecar_port]}",
                      f"http://127.0.0.1:{pods[0][dep.engine_port]}",
                      f"http://127.0.0.1:{ams[0][AM_PORT]}", files)
     if dep.name == "compose":
@@ -121,10 +127,19 @@ def reach(runbook: Runbook, dep: Deployment, shell: Shell) -> Reach:
                  files)
 
 
+def secrets(dep: Deployment) -> dict[str, dict[str, str]]:
+    """The Secrets a person may read on `dep`, as `kubectl get secret -o jsonpath` prints them."""
+    if dep.tls is None:
+        return {}
+    return {name: {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+            for name, data in dep.tls.secrets.items()}
+
+
 def shim_config(r: Reach, sample: Sample, dead: bool = False) -> dict[str, Any]:
     return {"files": r.token_files, "pod": "helios-engine-a-7d9f8b6c5d-x2x4z",
             "sidecars": [r.sidecar], "engines": [r.engine], "dead": dead,
-            "responses": {k: [200, v] for k, v in sample.files.items()}}
+            "responses": {k: [200, v] for k, v in sample.files.items()},
+            "secrets": secrets(r.deployment)}
 
 
 # -- checking one call against the deployment ------------------------------------------------------
@@ -162,6 +177,7 @@ def _curl(call: Call, r: Reach, sample: Sample, events: list[str]) -> list[str]:
             problems.append(f"{method} {path} is not a sidecar route ({sorted(sample.routes)})")
         if not loud:
             problems.append(f"{method} {path}: HTTP errors pass silently (no -f, no -w %{{http_code}})")
+        problems += _tls_problems(r, _option(argv, "--cacert"), _option(argv, "-u", "--user"))
         if (method, path) == ("POST", "/restore/events"):
             headers = _option(argv, "-H", "--header")
             if f"Authorization: Bearer {TOKEN}" not in headers:
@@ -174,6 +190,22 @@ def _curl(call: Call, r: Reach, sample: Sample, events: list[str]) -> list[str]:
                 problems.append(f"the event body is refused by the events API: {data}: {exc}")
     else:
         problems.append(f"curl to {url}: neither the sidecar ({r.sidecar}) nor the engine ({r.engine})")
+    return problems
+
+
+def _tls_problems(r: Reach, ca_files: list[str], users: list[str]) -> list[str]:
+    """With TLS and basic auth, a request to the sidecar trusts the issuer's CA (as mounted in
+    the sidecar) and sends a user and password the web configuration accepts."""
+    tls = r.deployment.tls
+    if tls is None:
+        return []
+    problems = []
+    if urlsplit(r.sidecar).hostname not in tls.names:
+        problems.append(f"{r.sidecar}: the certificate names {sorted(tls.names)}")
+    if len(ca_files) != 1 or not Path(ca_files[0]).is_file() or Path(ca_files[0]).read_text() != CA:
+        problems.append(f"the CA is not the sidecar's ({ca_files})")
+    if users != [f"{tls.username}:{tls.password}"]:
+        problems.append(f"the user is not one the web configuration accepts ({users})")
     return problems
 
 
@@ -198,6 +230,11 @@ def _kubectl(call: Call, r: Reach) -> list[str]:
     for target in forward:
         if not target.startswith("pod/"):
             problems.append(f"port-forward to {target}")
+    words = [a for a in argv if not a.startswith("-")]
+    if "get" in words and "secret" in " ".join(words):
+        readable = set(secrets(dep))
+        if not any(w.removeprefix("secret/") in readable for w in words):
+            problems.append(f"reads a Secret the deployment does not have ({sorted(readable)}): {argv}")
     if "exec" in argv and "--" in argv:
         command = argv[argv.index("--") + 1:]
         if command[:1] == ["helios-exporter"]:
@@ -231,21 +268,27 @@ def _amtool(call: Call, r: Reach) -> list[str]:
 
 
 def _helios_exporter(call: Call, r: Reach | None = None) -> list[str]:
+    """The real CLI parses the line, with the HELIOS_EXPORTER_* variables it was run with."""
     try:
-        args = cli_parser().parse_args(call.argv)
+        with mock.patch.dict(os.environ, call.env):
+            args = cli_parser().parse_args(call.argv)
     except SystemExit as exc:
         return [f"helios-exporter {' '.join(call.argv)}: the CLI refuses it (exit {exc.code})"]
     sidecar = getattr(args, "sidecar", None)
-    if r is not None and sidecar is not None and sidecar != r.sidecar:
+    if r is None or sidecar is None:
+        return []
+    if sidecar != r.sidecar:
         return [f"helios-exporter --sidecar {sidecar}: the sidecar is {r.sidecar} here"]
-    return []
+    name, password, ca = (getattr(args, a, None) for a in ("user", "password_file", "ca_file"))
+    user = None if name is None else f"{name}:{password.read_text().strip() if password else ''}"
+    return _tls_problems(r, [] if ca is None else [str(ca)], [] if user is None else [user])
 
 
 def call_problems(call: Call, r: Reach, sample: Sample, events: list[str]) -> list[str]:
     if call.name == "curl":
         return _curl(call, r, sample, events)
     if call.name == "kubectl":
-        if r.deployment.name != "kubernetes":
+        if r.deployment.namespace is None:
             return [f"kubectl on {r.deployment.name}: {call.argv}"]
         return _kubectl(call, r)
     if call.name == "docker":

@@ -14,7 +14,9 @@ from tests.conftest import ROOT
 RUNBOOK_DIR = ROOT / "docs" / "runbooks"
 SECTIONS = ("## Meaning", "## Set up", "## Check", "## Act", "## When it resolves", "## Escalate")
 # The first line of a block that belongs to one deployment only.
-DEPLOYMENT_COMMENT = {"# Kubernetes": "kubernetes", "# Compose": "compose", "# Plain": "plain"}
+# Longest first: "# Kubernetes with TLS" is not "# Kubernetes".
+DEPLOYMENT_COMMENT = {"# Kubernetes with TLS": "kubernetes-tls", "# Kubernetes": "kubernetes",
+                      "# Compose": "compose", "# Plain": "plain"}
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)[ \t]*$")
 

@@ -8,7 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ class Call:
     name: str
     argv: list[str]
     cwd: str
+    env: dict[str, str] = field(default_factory=dict)   # its HELIOS_EXPORTER_* variables
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,12 @@ class Ran:
 class Shell:
     """A bin folder of shims and a scratch folder; `run` pastes a script into bash."""
 
-    def __init__(self, tmp: Path, real: tuple[str, ...] = ()) -> None:
+    def __init__(self, tmp: Path, real: tuple[str, ...] = (), cwd: Path = ROOT) -> None:
         """`real`: shimmed commands to run for real instead (amtool against a real
-        Alertmanager)."""
+        Alertmanager). `cwd`: where the blocks run (the repository root, as the Compose block
+        says; a scratch folder where real commands write files)."""
         self.tmp = tmp
+        self.cwd = cwd
         self.bin = tmp / "bin"
         self.bin.mkdir(parents=True, exist_ok=True)
         for name in set(SHIMMED) - set(real):
@@ -78,10 +81,11 @@ class Shell:
             full = "__before=\" $(compgen -v | tr '\\n' ' ')\"\n" + full + f"\necho '{_DUMP}'\n" + (
                 'for __v in $(compgen -v); do case "$__before " in *" $__v "*) ;; '
                 '__*) ;; *) declare -p "$__v";; esac; done\n')
-        env = {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(self.tmp), "USER": "oncall",
-               "LANG": "C.UTF-8", "RUNBOOK_SHIM_LOG": str(log),
+        # The venv's bin after the shims: a `helios-exporter` run for real is the project's.
+        env = {"PATH": f"{self.bin}:{Path(sys.executable).parent}:/usr/bin:/bin",
+               "HOME": str(self.tmp), "USER": "oncall", "LANG": "C.UTF-8", "RUNBOOK_SHIM_LOG": str(log),
                "RUNBOOK_SHIM_CONFIG": str(config_file)}
-        result = subprocess.run(["bash", "--noprofile", "--norc", "-u", "-c", full], cwd=ROOT,
+        result = subprocess.run(["bash", "--noprofile", "--norc", "-u", "-c", full], cwd=self.cwd,
                                 env=env, capture_output=True, text=True, timeout=60, check=False)
         calls = [Call(**json.loads(line)) for line in log.read_text().splitlines()] \
             if log.exists() else []

@@ -10,6 +10,7 @@ name, argv, cwd) and RUNBOOK_SHIM_CONFIG (a JSON file):
   `docker compose ... exec [-T] S cat P` ("compose:S:P") and `cat P` ("cat:P"); any other file
   is missing there, as it would be;
 - "pod": the name `kubectl get pods -o name` prints;
+- "secrets": Secret -> key -> base64 value, for `kubectl get secret[/]NAME -o jsonpath='{.data.K}'`;
 - "sidecars", "engines": base URLs that reach the sidecar and the engine; "dead": true makes
   both refuse connections;
 - "responses": "METHOD PATH" -> [status, body file] for the sidecar, "engine PATH" likewise.
@@ -26,8 +27,23 @@ import sys
 
 
 def _log(name: str, argv: list[str]) -> None:
+    env = {k: v for k, v in os.environ.items() if k.startswith("HELIOS_EXPORTER_")}
     with open(os.environ["RUNBOOK_SHIM_LOG"], "a", encoding="utf-8") as log:
-        log.write(json.dumps({"name": name, "argv": argv, "cwd": os.getcwd()}) + "\n")
+        log.write(json.dumps({"name": name, "argv": argv, "cwd": os.getcwd(), "env": env}) + "\n")
+
+
+def _curlrc() -> list[str]:
+    """What curl reads from $CURL_HOME/.curlrc (`name = "value"` lines) before its arguments."""
+    home = os.environ.get("CURL_HOME")
+    if not home or not os.path.exists(f"{home}/.curlrc"):
+        return []
+    args = []
+    with open(f"{home}/.curlrc", encoding="utf-8") as rc:
+        for line in rc:
+            name, _, value = line.strip().partition("=")
+            if name.strip() and not name.startswith("#"):
+                args += [f"--{name.strip()}", value.strip().strip('"')]
+    return args
 
 
 def _config() -> dict:
@@ -55,6 +71,20 @@ def kubectl(argv: list[str], config: dict) -> int:
         if command[:1] == ["cat"] and len(command) == 2:
             return _file(config, f"kubectl:{container}:{command[1]}", command[1])
         return 0
+    words = [a for a in argv if not a.startswith("-")]
+    if "get" in words:
+        target = words[words.index("get") + 1:]
+        name = target[0].split("/", 1)[1] if target and target[0].startswith("secret/") else \
+            (target[1] if target[:1] == ["secret"] and len(target) > 1 else None)
+        path = next((a for a in argv if a.startswith("jsonpath=")), "")
+        if name is not None:
+            key = path.removeprefix("jsonpath={.data.").removesuffix("}").replace("\\.", ".")
+            value = config.get("secrets", {}).get(name, {}).get(key)
+            if value is None:
+                sys.stderr.write(f'Error from server (NotFound): secrets "{name}" not found\n')
+                return 1
+            sys.stdout.write(value)
+            return 0
     if argv[:2] == ["get", "pods"] or argv[2:4] == ["get", "pods"]:
         if "name" in argv:
             sys.stdout.write(f"pod/{config['pod']}\n")
@@ -86,7 +116,7 @@ def cat(argv: list[str], config: dict) -> int:
 
 _CURL_VALUE_OPTIONS = {"-X", "--request", "-H", "--header", "-d", "--data", "--data-raw",
                        "-w", "--write-out", "-o", "--output", "-m", "--max-time", "-u", "--user",
-                       "--cacert", "--connect-timeout"}
+                       "--cacert", "--connect-timeout", "--resolve"}
 
 
 def curl(argv: list[str], config: dict) -> int:
@@ -157,6 +187,8 @@ HANDLERS = {"kubectl": kubectl, "docker": docker, "cat": cat, "curl": curl, "amt
 
 def main() -> int:
     name, argv = sys.argv[1], sys.argv[2:]
+    if name == "curl":
+        argv = _curlrc() + argv
     _log(name, argv)
     handler = HANDLERS.get(name)
     return 0 if handler is None else handler(argv, _config())
