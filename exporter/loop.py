@@ -133,6 +133,7 @@ class PollLoop:
             cycles=before.cycles + 1,
             last_cycle_duration=self._timer() - t0,
             open_phases=self._view.open_phases,  # read after the awaits: a phase may have begun
+            polled_at=now,
         ))
         return self._view
 

@@ -136,8 +136,9 @@ def build(
     token = None if config.events_token_file is None else read_token(config.events_token_file)
 
     async def fresh_capture() -> Capture:
-        at = clock()
-        return capture_of(await loop.cycle(blocking=False), at)
+        # The capture's time is its cycle's, taken once the cycle lock is held: a phase edge
+        # that waited for a running poll cycle is stamped when its own poll began.
+        return capture_of(await loop.cycle(blocking=False))
 
     phases = PhaseBook(PhaseStore(config.state_dir), fresh_capture,
                        on_change=lambda: loop.publish_open_phases(phases.open_phases()))

@@ -45,6 +45,9 @@ class View:
     cycles: int = 0
     last_cycle_duration: float | None = None  # seconds, all sources together
     open_phases: Mapping[str, float] = field(default_factory=_empty)  # experiment: name -> begin
+    # Wall time this view's cycle began polling (after waiting for any cycle before it): when
+    # what it shows of the engine was asked for. None before the first cycle.
+    polled_at: float | None = None
 
     @property
     def ready(self) -> bool:

@@ -68,9 +68,12 @@ class Capture:
         return slab["free"] / slab["capacity"]
 
 
-def capture_of(view: View, at: float) -> Capture:
-    """The capture of a view published by a fresh cycle; CaptureError when that cycle's snapshot
-    or /metrics poll failed."""
+def capture_of(view: View) -> Capture:
+    """The capture of a view published by a fresh cycle, at the time that cycle began polling;
+    CaptureError when that cycle's snapshot or /metrics poll failed."""
+    at = view.polled_at
+    if at is None:
+        raise CaptureError("no poll cycle has run")
     eng = view.engine
     snap = eng.snapshot
     if snap is None or not eng.snapshot_current:

@@ -8,7 +8,8 @@ in the background: cycles happen only where a test (or a phase edge) runs one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 class PhaseEnv:
     def __init__(self, state_dir: Path, token: str | None = TOKEN, seed: int = 3,
-                 **engine_config: Any) -> None:
+                 clock: Callable[[], float] = time.time, **engine_config: Any) -> None:
         self.engine, self.clock = idle_engine(seed, **engine_config)
 
         async def sleep(seconds: float) -> None:
@@ -42,7 +43,7 @@ class PhaseEnv:
         self.sidecar: Sidecar = build(
             Config(engine_url="http://engine", state_dir=state_dir, no_nvml=True,
                    poll_interval=3600.0, **extra),
-            transport=httpx.ASGITransport(app=self.engine_app))
+            transport=httpx.ASGITransport(app=self.engine_app), clock=clock)
         self.sidecar.loop.load_state()
         self.sidecar.phases.load()
         self.app = sidecar_app(self.sidecar.loop, self.sidecar.cache, self.sidecar.status,

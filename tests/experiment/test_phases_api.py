@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +50,32 @@ def test_a_phase_of_n_requests_shows_exactly_n_lookups(env: PhaseEnv, n: int) ->
     assert sum(d["misses"].values()) + d["hits"] == n
     env.send(bodies("probe-52")[:2])  # after the phase: must not count either
     assert env.phases()[0]["deltas"]["lookups"] == n
+
+
+def test_a_capture_is_timed_when_its_poll_runs_not_when_it_was_asked_for(
+        tmp_path: Path) -> None:
+    now = [1000.0]
+    (tmp_path / "state").mkdir()
+    e = PhaseEnv(tmp_path / "state", clock=lambda: now[0])
+
+    async def begin_during_a_cycle() -> Any:
+        # A poll cycle is running (it holds the loop's cycle lock) when the phase edge arrives;
+        # it takes a minute, and only then does the edge's own poll run.
+        lock = e.sidecar.loop._cycle_lock
+        await lock.acquire()
+        edge = asyncio.create_task(e.sidecar.phases.begin("late/1", None))
+        await asyncio.sleep(0.01)
+        assert not edge.done()
+        now[0] = 1060.0
+        lock.release()
+        return await edge
+
+    try:
+        phase = e.run(begin_during_a_cycle())
+        assert phase.begin.at == 1060.0
+        assert e.sidecar.loop.view.polled_at == 1060.0
+    finally:
+        e.close()
 
 
 def test_the_answer_carries_the_fresh_capture(env: PhaseEnv) -> None:
