@@ -13,16 +13,15 @@ import contextlib
 import os
 import re
 import shutil
-import ssl
 import sys
 import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
-from pathlib import Path
 from typing import Any, Final, TextIO
 
 import httpx
 
+from exporter import access
 from exporter.defaults import STATUS_TIMEOUT, WATCH_INTERVAL
 from exporter.oncall import report, text
 from exporter.oncall.model import utc
@@ -43,13 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"seconds between redraws with --watch (default {WATCH_INTERVAL:g})")
     parser.add_argument("--timeout", type=_positive, default=STATUS_TIMEOUT, metavar="S",
                         help=f"seconds to wait for the sidecar (default {STATUS_TIMEOUT:g})")
-    parser.add_argument("--user", help="basic-auth user, when the sidecar requires it")
-    parser.add_argument("--password-file", type=Path, metavar="F",
-                        help="file holding the basic-auth password (one line)")
-    parser.add_argument("--ca-file", type=Path, metavar="F",
-                        help="CA certificate(s) that sign the sidecar's TLS certificate")
-    parser.add_argument("--insecure", action="store_true",
-                        help="do not verify the sidecar's TLS certificate")
+    access.add_arguments(parser)
 
 
 def _positive(raw: str) -> float:
@@ -74,44 +67,11 @@ def status_url(sidecar: str) -> str:
 def client(args: argparse.Namespace,
            transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """An HTTP client with the basic auth and TLS settings of the flags."""
-    auth = None
-    if args.user is not None or args.password_file is not None:
-        if args.user is None or args.password_file is None:
-            raise Unreachable("--user and --password-file go together")
-        try:
-            password = args.password_file.read_text().rstrip("\r\n")
-        except OSError as exc:
-            raise Unreachable(f"cannot read --password-file {args.password_file}: "
-                              f"{exc.strerror or exc}") from None
-        auth = httpx.BasicAuth(args.user, password)
-    verify: bool | ssl.SSLContext = True
-    if args.insecure:
-        verify = False
-    elif args.ca_file is not None:
-        try:
-            verify = ssl.create_default_context(cafile=str(args.ca_file))
-        except (OSError, ssl.SSLError) as exc:
-            raise Unreachable(f"cannot use --ca-file {args.ca_file}: {exc}") from None
-    return httpx.Client(auth=auth, verify=verify, timeout=args.timeout, follow_redirects=False,
-                        transport=transport,
-                        headers={"User-Agent": "helios-exporter-status", "Accept":
-                                 "application/json"})
-
-
-def _why(exc: BaseException) -> str:
-    """The root cause of a transport error, as words: "connection refused"."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLCertVerificationError):
-            return (f"TLS certificate not trusted ({seen.verify_message}): give its CA with "
-                    "--ca-file, or --insecure")
-        if isinstance(seen, OSError) and seen.strerror:
-            return seen.strerror[:1].lower() + seen.strerror[1:]
-        seen = seen.__cause__ or seen.__context__
-    message = str(exc) or type(exc).__name__
-    match = re.match(r"\[Errno -?\d+\] (.*)", message)
-    message = match.group(1) if match else message
-    return message[:1].lower() + message[1:]
+    try:
+        return access.client(args, timeout=args.timeout, user_agent="helios-exporter-status",
+                             transport=transport, headers={"Accept": "application/json"})
+    except access.AccessError as exc:
+        raise Unreachable(str(exc)) from None
 
 
 def fetch(http: httpx.Client, url: str) -> tuple[dict[str, Any], float]:
@@ -122,11 +82,10 @@ def fetch(http: httpx.Client, url: str) -> tuple[dict[str, Any], float]:
     except httpx.TimeoutException:
         raise Unreachable(f"cannot reach {url}: no answer within {http.timeout.read:g} s") from None
     except httpx.HTTPError as exc:
-        raise Unreachable(f"cannot reach {url}: {_why(exc)}") from None
+        raise Unreachable(f"cannot reach {url}: {access.why(exc)}") from None
     if response.status_code == 401:
-        hint = ("user or password rejected" if "authorization" in response.request.headers
-                else "the sidecar requires basic auth: give --user and --password-file")
-        raise Unreachable(f"{url} answered 401 Unauthorized: {hint}")
+        raise Unreachable(f"{url} answered 401 Unauthorized: "
+                          f"{access.basic_auth_refused(response)}")
     if response.status_code != 200:
         raise Unreachable(f"{url} answered {response.status_code} {response.reason_phrase}")
     try:
