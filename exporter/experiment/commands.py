@@ -14,9 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from exporter import access
 from exporter.experiment import evidence as ev
-from exporter.experiment.client import SidecarClient, SidecarError
+from exporter.experiment import probe, record
+from exporter.experiment.client import SidecarClient, SidecarError, connect
 from exporter.experiment.compare import DIMENSIONS, MIN_REPETITIONS, compare, render
+from exporter.experiment.schema import SchemaError, check_evidence
 
 DEFAULT_SIDECAR = "http://127.0.0.1:19400"
 
@@ -54,6 +57,7 @@ def _sidecar_options(parser: argparse.ArgumentParser, token: bool) -> None:
         parser.add_argument("--token-file", type=Path, required=True, metavar="F",
                             help="file holding the bearer token of the sidecar's "
                             "--events-token-file")
+    access.add_arguments(parser)
 
 
 def add_phase(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +76,11 @@ def add_evidence(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefix", action="append", default=[], metavar="PREFIX",
                         help="only phases whose name starts with PREFIX (repeatable; default: "
                         "every phase the sidecar keeps)")
+    parser.add_argument("--probe-record", action="extend", nargs="+", default=[], type=Path,
+                        metavar="FILE",
+                        help="probe.json files (or the probes' --out folders) whose passes go "
+                        "into the evidence: sent and failed requests, body hashes and order, "
+                        "which compare needs (repeatable; DIR/probe.json of --out is read too)")
 
 
 def add_probe(parser: argparse.ArgumentParser) -> None:
@@ -122,7 +131,7 @@ def _err(command: str, message: str) -> None:
 
 def run_phase(args: argparse.Namespace) -> int:
     try:
-        client = SidecarClient(args.sidecar, args.token_file)
+        client = connect(args, args.token_file)
     except SidecarError as exc:
         _err("phase", str(exc))
         return 2
@@ -137,11 +146,21 @@ def run_phase(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(doc: dict[str, Any], out: Path, command: str) -> None:
-    written, missing = ev.write(doc, out)
+def _write(doc: dict[str, Any], out: Path, command: str) -> bool:
+    try:
+        written, missing = ev.write(doc, out)
+    except OSError as exc:
+        _err(command, f"cannot write the evidence into {out}: {exc.strerror or exc}")
+        return False
     if missing:
         _err(command, missing)
     print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+    return True
+
+
+def _print_verdicts(doc: dict[str, Any]) -> None:
+    for pair in doc["probes"]:
+        print(f"{pair['prime']} -> {pair['replay']}: {pair['verdict']} ({pair['reading']})")
 
 
 def run_evidence(args: argparse.Namespace) -> int:
@@ -150,7 +169,17 @@ def run_evidence(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _err("evidence", f"--probe: {exc}")
         return 2
-    client = SidecarClient(args.sidecar)
+    own = args.out / record.RECORD_FILE
+    paths = list(args.probe_record)
+    if own.is_file() and own.resolve() not in {record.record_path(p).resolve() for p in paths}:
+        paths.append(own)
+    try:
+        record.prepare_out(args.out)
+        passes = record.read_passes(paths)
+        client = connect(args)
+    except (record.RecordError, SidecarError) as exc:
+        _err("evidence", str(exc))
+        return 2
     try:
         phases = client.phases()
     except SidecarError as exc:
@@ -158,70 +187,114 @@ def run_evidence(args: argparse.Namespace) -> int:
         return 1
     finally:
         client.close()
+    known = {p["name"] for p in phases}
+    unknown = sorted(p["phase"] for p in passes if p["phase"] not in known)
+    if unknown:
+        _err("evidence", f"{len(unknown)} recorded passes are not among the sidecar's phases "
+             f"(left out): {', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}")
     if args.prefix:
         phases = [p for p in phases if any(p["name"].startswith(x) for x in args.prefix)]
-    _write(ev.build(phases, pairs, source=args.sidecar), args.out, "evidence")
+    doc = ev.build(phases, pairs, passes, source=args.sidecar)
+    if not _write(doc, args.out, "evidence"):
+        return 1
+    _print_verdicts(doc)
     return 0
 
 
 def run_probe(args: argparse.Namespace) -> int:
-    from exporter.experiment import probe
-
     try:
         orders = probe.parse_orders(args.order)
         corpus = probe.read_corpus(args.corpus)
         replay = probe.read_corpus(args.replay_corpus) if args.replay_corpus else None
-    except ValueError as exc:
+        record.prepare_out(args.out, fresh_record=True)
+        client = connect(args, args.token_file)
+    except (ValueError, SidecarError) as exc:
         _err("probe", str(exc))
         return 2
     name = args.name or time.strftime("probe-%Y%m%dT%H%M%SZ", time.gmtime())
-    try:
-        client = SidecarClient(args.sidecar, args.token_file)
-    except SidecarError as exc:
-        _err("probe", str(exc))
-        return 2
-    started = time.time()
     passes = probe.plan(name, orders, args.repetitions, corpus, replay)
     try:
-        records = probe.run_passes(args.engine_url, client, passes, args.request_timeout,
-                                   progress=sys.stderr.isatty())
-        record = probe.record_doc(name, args.engine_url, args.sidecar, corpus, replay, records,
-                                  started)
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / probe.RECORD_FILE).write_text(json.dumps(record, indent=1) + "\n")
-        ours = {r.phase for r in records}
-        try:
-            phases = [p for p in client.phases() if p["name"] in ours]
-        except SidecarError as exc:
-            _err("probe", f"{exc}; probe.json is written, the evidence report is not")
-            return 1
+        return _probe(args, client, name, corpus, replay, passes)
     finally:
         client.close()
+
+
+def _probe(args: argparse.Namespace, client: SidecarClient, name: str, corpus: probe.Corpus,
+           replay: probe.Corpus | None, passes: list[probe.PassPlan]) -> int:
+    try:  # before anything is sent: the sidecar answers, takes the credentials, has the names free
+        taken = {p["name"] for p in client.phases()} & {p.phase for p in passes}
+    except SidecarError as exc:
+        _err("probe", f"{exc} (nothing was sent)")
+        return 1
+    if taken:
+        _err("probe", f"the sidecar has phases named {', '.join(sorted(taken))} already (names "
+             "are unique): choose another --name (nothing was sent)")
+        return 2
+    started = time.time()
+    records: list[probe.PassRecord] = []
+    complete = False
+
+    def document() -> dict[str, Any]:
+        return probe.record_doc(name, args.engine_url, args.sidecar, corpus, replay, records,
+                                started, complete)
+
+    recorder = record.Recorder(args.out / record.RECORD_FILE, document)
+    if recorder.save(force=True) is None:  # a record exists before the first phase begins
+        return 1
+    try:
+        probe.run_passes(args.engine_url, client, passes, args.request_timeout,
+                         progress=sys.stderr.isatty(), records=records,
+                         checkpoint=recorder.save)
+        complete = True
+    except KeyboardInterrupt:
+        open_phase = next((r.phase for r in reversed(records) if r.begin_error is None), None)
+        _err("probe", "interrupted; the record so far is kept" + (
+            f"; phase {open_phase} may still be open: `helios-exporter phase end {open_phase}`"
+            if open_phase else ""))
+        return 130
+    finally:
+        written = recorder.final()
+    if written is None:
+        return 1
+    summaries = record.evidence_passes(document(), str(written))
+    ours = {r.phase for r in records}
+    try:
+        phases = [p for p in client.phases() if p["name"] in ours]
+    except SidecarError as exc:
+        _err("probe", f"{exc}; {written} is written, the evidence report is not")
+        return 1
     ended = [r.phase for r in records if r.end_error is None and r.begin_error is None]
     pairs = [(ended[0], later) for later in ended[1:]]
-    summaries = [r.summary() for r in records]
-    _write(ev.build(phases, pairs, summaries, source=args.sidecar), args.out, "probe")
-    failed = sum(s["failed"] for s in summaries)
+    doc = ev.build(phases, pairs, summaries, source=args.sidecar)
+    wrote = _write(doc, args.out, "probe")
+    _print_verdicts(doc)
+    failures = [f for s in summaries for f in s["failures"]]
     incomplete = len(ended) < len(passes)
-    for pair in ev.build(phases, pairs)["probes"]:
-        print(f"{pair['prime']} -> {pair['replay']}: {pair['verdict']}")
-    if failed or incomplete:
-        _err("probe", f"{failed} requests failed" + (
+    if failures or incomplete:
+        first = (f" (the first: {failures[0].get('error') or failures[0].get('status')})"
+                 if failures else "")
+        _err("probe", f"{len(failures)} requests failed{first}" + (
             f"; {len(passes) - len(ended)} of {len(passes)} passes not bracketed"
-            if incomplete else "") + f" (see {args.out / probe.RECORD_FILE})")
+            if incomplete else "") + f" (see {written})")
         return 1
-    return 0
+    return 0 if wrote else 1
 
 
 def run_compare(args: argparse.Namespace) -> int:
     docs = []
     for path in (args.baseline, args.candidate):
         try:
-            doc = json.loads(path.read_text())
-            if not isinstance(doc, dict) or not isinstance(doc.get("phases"), list):
-                raise ValueError("not an evidence.json (no phases list)")
-        except (OSError, ValueError) as exc:
-            _err("compare", f"{path}: {exc}")
+            doc = json.loads(path.read_bytes())
+        except OSError as exc:
+            _err("compare", f"{path}: {exc.strerror or exc}")
+            return 2
+        except ValueError as exc:
+            _err("compare", f"{path}: not JSON ({exc})")
+            return 2
+        try:
+            check_evidence(doc)
+        except SchemaError as exc:
+            _err("compare", f"{path}: not a usable evidence.json: {exc}")
             return 2
         docs.append(doc)
     result = compare(docs[0], docs[1], args.primary, args.protected, args.min_benefit,

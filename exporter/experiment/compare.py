@@ -7,9 +7,13 @@ be faster by at least min-benefit, no protected lane slower by more than max-reg
 
 Exit 0 when the gates pass, 1 when one fails, 2 when the arms cannot be compared: a lane with
 fewer than MIN_REPETITIONS valid repetitions in either arm, repetitions that are not matched (a
-different number of requests, or other bytes or order where the probe recorded them), or arms
-whose pinned identity differs in a dimension the user did not declare (`--allow-difference`).
-p50 and p95 come from the histogram buckets and are shown beside the means, never gating.
+different number of requests, other bytes or another order), a repetition that fails the strict
+output contract (no probe record of what was sent, a failed request, or other traffic: the engine
+finished more or fewer requests than the probe sent), or arms whose pinned identity differs in a
+dimension the user did not declare (`--allow-difference`). A failed output is exit 2, not 1: the
+latency figures then leave out (or time) failed requests, so the gate has nothing sound to pass
+or fail; the seed orders functional acceptance before the performance gate, and exit 2 never
+admits. p50 and p95 come from the histogram buckets and are shown beside the means, never gating.
 """
 
 from __future__ import annotations
@@ -40,14 +44,30 @@ def identity(phase: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True)
+class Rep:
+    """One counted repetition with its denominators."""
+
+    name: str
+    finished: float  # requests the engine finished (its latency histogram's count)
+    mean: float
+    sent: int | None = None  # from the probe's record; None: no record
+    failed: int | None = None
+    sequence: str | None = None
+
+
 @dataclass
 class Arm:
-    reps: list[tuple[str, float, float]] = field(default_factory=list)  # name, requests, mean
+    reps: list[Rep] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # why a LANE/n phase does not count
+    unmatched: list[str] = field(default_factory=list)  # why a counted one voids the comparison
     total_sum: float = 0.0
     total_count: float = 0.0
     buckets: list[tuple[float, float]] = field(default_factory=list)
-    sequences: set[str] = field(default_factory=set)
+
+    @property
+    def sequences(self) -> set[str]:
+        return {r.sequence for r in self.reps if r.sequence}
 
     @property
     def mean(self) -> float | None:
@@ -56,20 +76,35 @@ class Arm:
     @property
     def spread(self) -> float | None:
         """(max - min) / mean of the repetition means."""
-        means = [m for _, _, m in self.reps]
+        means = [r.mean for r in self.reps]
         if len(means) < 2 or not self.mean:
             return None
         return (max(means) - min(means)) / self.mean
 
     @property
     def stdev(self) -> float | None:
-        means = [m for _, _, m in self.reps]
+        means = [r.mean for r in self.reps]
         return statistics.stdev(means) if len(means) >= 2 else None
+
+
+def _output_problem(rep: Rep) -> str | None:
+    """Why a repetition's requests do not make a matched, strict-output repetition (None: they
+    do). The probe's record says what was sent and what failed; without it neither is known."""
+    if rep.sent is None or rep.failed is None:
+        return (f"{rep.name}: no probe record, so its sent and failed requests are unknown "
+                "(write the evidence with --probe-record)")
+    if rep.failed:
+        return (f"{rep.name}: {rep.failed} of {rep.sent} requests failed (an output failure "
+                "voids the repetition; the outputs are in probe.json)")
+    if rep.finished != rep.sent:
+        return (f"{rep.name}: the engine finished {rep.finished:g} requests, the probe sent "
+                f"{rep.sent}: other traffic reached the engine during the phase")
+    return None
 
 
 def lane_arm(doc: Mapping[str, Any], lane: str) -> Arm:
     pattern = re.compile(re.escape(lane) + r"/([0-9]+)")
-    sequences = {p["phase"]: p.get("sequence_sha256") for p in doc.get("passes") or []}
+    passes = {p["phase"]: p for p in doc.get("passes") or []}
     arm = Arm()
     latencies = []
     matched = [(int(m.group(1)), p) for p in doc.get("phases") or []
@@ -85,12 +120,16 @@ def lane_arm(doc: Mapping[str, Any], lane: str) -> Arm:
             arm.skipped.append(f"{name}: no finished requests in the engine's latency histogram")
         else:
             count, total = float(latency["count"]), float(latency["sum"])
-            arm.reps.append((name, count, total / count))
+            recorded = passes.get(name) or {}
+            rep = Rep(name, count, total / count, recorded.get("sent"), recorded.get("failed"),
+                      recorded.get("sequence_sha256"))
+            arm.reps.append(rep)
             arm.total_sum += total
             arm.total_count += count
             latencies.append(latency)
-            if sequences.get(name):
-                arm.sequences.add(str(sequences[name]))
+            problem = _output_problem(rep)
+            if problem:
+                arm.unmatched.append(problem)
     arm.buckets = sum_buckets(latencies)
     return arm
 
@@ -159,7 +198,9 @@ def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any], primary: 
                 skipped = f" ({'; '.join(arm.skipped)})" if arm.skipped else ""
                 out.refusals.append(f"lane {lane}: {len(arm.reps)} valid repetitions in the "
                                     f"{label} arm, {MIN_REPETITIONS} needed{skipped}")
-        counts = {c for arm in (row.baseline, row.candidate) for _, c, _ in arm.reps}
+        for label, arm in (("baseline", row.baseline), ("candidate", row.candidate)):
+            out.refusals += [f"lane {lane}, {label}: {why}" for why in arm.unmatched]
+        counts = {r.finished for arm in (row.baseline, row.candidate) for r in arm.reps}
         if len(counts) > 1:
             out.refusals.append(f"lane {lane}: repetitions are not matched: "
                                 + ", ".join(f"{n:g}" for n in sorted(counts))
@@ -174,26 +215,58 @@ def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any], primary: 
         row.change = (c - b) / b
         if row.role == "primary":
             row.ok = -row.change >= min_benefit
-            row.why = (f"benefit {-row.change:.1%} {'>=' if row.ok else '<'} the required "
-                       f"{min_benefit:.1%}")
+            row.why = (f"benefit {pct(-row.change)} {'>=' if row.ok else '<'} the required "
+                       f"{pct(min_benefit)}")
         else:
             row.ok = row.change <= max_regression
-            row.why = (f"regression {max(row.change, 0.0):.1%} "
-                       f"{'<=' if row.ok else '>'} the allowed {max_regression:.1%}")
+            row.why = (f"regression {pct(max(row.change, 0.0))} "
+                       f"{'<=' if row.ok else '>'} the allowed {pct(max_regression)}")
         if not row.ok:
             out.failures.append(f"lane {lane} ({row.role}): {row.why}")
         spreads = [s for s in (row.baseline.spread, row.candidate.spread) if s is not None]
         if row.role == "primary" and spreads and abs(row.change) < max(spreads):
-            out.notes.append(f"lane {lane}: the change ({row.change:+.1%}) is smaller than the "
-                             f"spread between repetitions ({max(spreads):.1%}): not "
+            out.notes.append(f"lane {lane}: the change ({pct(row.change, sign=True)}) is smaller "
+                             f"than the spread between repetitions ({pct(max(spreads))}): not "
                              "distinguishable from noise")
     out.exit_code = REFUSED if out.refusals else FAIL if out.failures else PASS
     return out
 
 
 # -- the table --------------------------------------------------------------------------------
+def pct(value: float, sign: bool = False) -> str:
+    """A fraction as a percentage with one decimal; one that rounds to zero is "0.0%", never
+    "-0.0%" or "+0.0%"."""
+    if round(value * 100, 1) == 0:
+        return "0.0%"
+    return f"{value:+.1%}" if sign else f"{value:.1%}"
+
+
 def _s(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f} s"
+
+
+def _n(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _repetitions(c: Comparison) -> list[str]:
+    """Every counted repetition with its denominators: what the probe sent and what failed (its
+    record), what the engine finished, and which bytes in which order (sequence_sha256)."""
+    rows = [(row.name, label, r) for row in c.lanes
+            for label, arm in (("baseline", row.baseline), ("candidate", row.candidate))
+            for r in arm.reps]
+    if not rows:
+        return []
+    width = max(16, *(len(r.name) for _, _, r in rows))
+    header = (f"{'lane':<16} {'arm':<9} {'repetition':<{width}} {'sent':>6} {'failed':>6} "
+              f"{'finished':>8} {'mean':>10}  bytes and order (sequence_sha256)")
+    lines = ["repetitions (sent and failed: the probe's record; finished: the engine's latency "
+             "histogram):", header, "-" * len(header)]
+    for lane, label, r in rows:
+        lines.append(f"{lane:<16} {label:<9} {r.name:<{width}} {_n(r.sent):>6} "
+                     f"{_n(r.failed):>6} {r.finished:>8g} {_s(r.mean):>10}  "
+                     f"{(r.sequence or 'no record')[:16]}")
+    return [*lines, ""]
 
 
 def render(c: Comparison, baseline: str, candidate: str) -> str:
@@ -208,9 +281,9 @@ def render(c: Comparison, baseline: str, candidate: str) -> str:
     lines += [header, "-" * len(header)]
     for row in c.lanes:
         for label, arm in (("baseline", row.baseline), ("candidate", row.candidate)):
-            per_rep = sorted({f"{n:g}" for _, n, _ in arm.reps}) or ["-"]
-            spread = "-" if arm.spread is None else f"{arm.spread:.1%}"
-            means = " ".join(f"{m:.4f}" for _, _, m in arm.reps) or "-"
+            per_rep = sorted({f"{r.finished:g}" for r in arm.reps}) or ["-"]
+            spread = "-" if arm.spread is None else pct(arm.spread)
+            means = " ".join(f"{r.mean:.4f}" for r in arm.reps) or "-"
             lines.append(
                 f"{row.name if label == 'baseline' else '':<16} "
                 f"{row.role if label == 'baseline' else '':<9} {label:<9} {len(arm.reps):>4} "
@@ -219,13 +292,14 @@ def render(c: Comparison, baseline: str, candidate: str) -> str:
                 f"{means}")
         if row.change is not None:
             verdict = "pass" if row.ok else "FAIL"
-            lines.append(f"{'':<27}change {row.change:+.1%}: {row.why}: {verdict}")
+            lines.append(f"{'':<27}change {pct(row.change, sign=True)}: {row.why}: {verdict}")
         for arm_label, arm in (("baseline", row.baseline), ("candidate", row.candidate)):
             for skipped in arm.skipped:
                 lines.append(f"{'':<27}not counted ({arm_label}): {skipped}")
     lines += ["", "* p50/p95 are estimated from the latency histogram's buckets (linear within a "
               "bucket) and do not gate; the gate uses the means (sum over count).",
               "spread = (slowest - fastest repetition mean) / pooled mean.", ""]
+    lines += _repetitions(c)
     lines += [f"note: {n}" for n in c.notes]
     lines += [f"cannot compare: {r}" for r in c.refusals]
     lines += [f"gate failed: {f}" for f in c.failures]

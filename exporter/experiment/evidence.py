@@ -7,6 +7,7 @@ evidence.md and evidence.png into a directory (the picture only where matplotlib
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,35 +32,121 @@ def parse_pair(text: str) -> tuple[str, str]:
     return prime, replay
 
 
-def judge(phases: Mapping[str, Mapping[str, Any]], prime: str, replay: str) -> dict[str, Any]:
-    """A probe pair's verdict, or `invalid` with the reason when it cannot be judged."""
+ORDER_IN_NAME = re.compile(r"(?:^|/)(forward|reverse)-[0-9]+$")
+
+
+def order_of(name: str, passes: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The order a phase's traffic was sent in: the probe's record, else the probe's naming
+    (`NAME/<order>-<n>`); None when unknown (a phase bracketed by hand)."""
+    recorded = (passes.get(name) or {}).get("order")
+    if recorded:
+        return str(recorded)
+    match = ORDER_IN_NAME.search(name)
+    return match.group(1) if match else None
+
+
+def _no_data(role: str, name: str, phase: Mapping[str, Any],
+             recorded: Mapping[str, Any] | None) -> list[str]:
+    """Why a phase measured nothing a verdict could rest on (empty: it measured something)."""
+    d = phase.get("deltas") or {}
+    out = []
+    lookups, requests = d.get("lookups"), d.get("requests")
+    if lookups is None:
+        out.append(f"the engine reported no lookup counters in the {role} phase {name!r}")
+    elif lookups == 0 or requests == 0:
+        out.append(f"the {role} phase {name!r} saw {_count(lookups)} lookups and "
+                   f"{_count(requests)} finished requests at the engine: nothing was measured")
+    if recorded and recorded.get("failed"):
+        out.append(f"{recorded['failed']} of {recorded['sent']} requests of the {role} pass "
+                   f"{name!r} failed (their outputs are in probe.json)")
+    return out
+
+
+def _count(value: float | None) -> str:
+    return "no" if value is None else f"{value:g}"
+
+
+def reading(verdict: str, prime_order: str | None, replay_order: str | None) -> str:
+    """One plain sentence on what a verdict says about order (evidence.md, the picture)."""
+    if verdict == "order_sensitive":
+        if prime_order and replay_order and prime_order == replay_order:
+            return (f"same order ({prime_order} -> {replay_order}): reuse, not order "
+                    "sensitivity")
+        if prime_order and replay_order:
+            return (f"the {replay_order} replay hit what the {prime_order} prime stored: "
+                    "supports order sensitivity")
+        return ("the replay hit what the prime stored: reuse; order evidence only if it ran "
+                "in another order than the prime")
+    if verdict == "incompatible_keys":
+        return "no hits; the prefixes were found under another key: the keys differ"
+    if verdict == "no_reuse":
+        return "no hits and no key mismatch: nothing the prime stored was reused"
+    return "cannot be judged"
+
+
+def judge(phases: Mapping[str, Mapping[str, Any]], prime: str, replay: str,
+          passes: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """A probe pair's verdict, or `invalid` with the reason when it cannot be judged: a phase
+    missing, open or invalid, the two on different generations, a phase that measured nothing
+    (0 lookups or 0 requests), or a pass with failed requests. `passes`: the probe's passes by
+    phase name, where recorded."""
+    passes = passes or {}
     out: dict[str, Any] = {"prime": prime, "replay": replay}
+
+    def invalid(why: str) -> dict[str, Any]:
+        return {**out, "verdict": INVALID, "reading": f"cannot be judged: {why}", "why": why}
+
     for role, name in (("prime", prime), ("replay", replay)):
         phase = phases.get(name)
         if phase is None:
-            return {**out, "verdict": INVALID, "why": f"{role} phase {name!r} not found"}
+            return invalid(f"{role} phase {name!r} not found")
         if phase.get("state") != "ended":
-            return {**out, "verdict": INVALID, "why": f"{role} phase {name!r} has not ended"}
+            return invalid(f"{role} phase {name!r} has not ended")
         if not phase.get("valid"):
             reasons = "; ".join(phase.get("invalid_reasons") or ["invalid"])
-            return {**out, "verdict": INVALID, "why": f"{role} phase {name!r}: {reasons}"}
+            return invalid(f"{role} phase {name!r}: {reasons}")
     if phases[prime]["generation"] != phases[replay]["generation"]:
-        return {**out, "verdict": INVALID,
-                "why": "prime and replay ran on different generations: the replay cannot reuse "
-                       "what the prime stored"}
-    return {**out, "verdict": verdict(phases[replay]["deltas"])}
+        return invalid("prime and replay ran on different generations: the replay cannot reuse "
+                       "what the prime stored")
+    problems = [why for role, name in (("prime", prime), ("replay", replay))
+                for why in _no_data(role, name, phases[name], passes.get(name))]
+    if problems:
+        return invalid("; ".join(problems))
+    found = verdict(phases[replay]["deltas"])
+    orders = [order_of(prime, passes), order_of(replay, passes)]
+    return {**out, "verdict": found, "orders": orders, "reading": reading(found, *orders)}
+
+
+def headline(probe: Mapping[str, Any], limit: int = 90) -> str:
+    """A probe pair's verdict in a few words, as a picture's title shows it: a same-order hit
+    is called reuse, so that it never reads as order evidence."""
+    found = probe["verdict"]
+    if found == INVALID:
+        why = str(probe.get("why", ""))
+        return "invalid: " + (why if len(why) <= limit else why[:limit - 3] + "...")
+    prime_order, replay_order = (probe.get("orders") or [order_of(probe["prime"], {}),
+                                                         order_of(probe["replay"], {})])[:2]
+    if found == "order_sensitive" and prime_order and prime_order == replay_order:
+        return "same order: reuse, not order sensitivity"
+    if found == "order_sensitive" and prime_order and replay_order:
+        return f"order_sensitive: the {replay_order} replay hit"
+    return str(found)
 
 
 def build(phases: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[str, str]] = (),
           passes: Sequence[Mapping[str, Any]] = (), source: str = "") -> dict[str, Any]:
+    """The evidence document. `passes` (the probe's, from its records) are kept for the phases
+    the document holds."""
     by_name = {p["name"]: p for p in phases}
+    kept = [p for p in passes if p["phase"] in by_name]
+    by_phase = {p["phase"]: p for p in kept}
     return {
         "format": FORMAT_VERSION,
         "generated_at": time.time(),
         "sidecar": source,
         "phases": list(phases),
-        "probes": [judge(by_name, prime, replay) for prime, replay in pairs],
-        "passes": list(passes),
+        "probes": [judge(by_name, prime, replay, by_phase) for prime, replay in pairs],
+        "passes": kept,
     }
 
 

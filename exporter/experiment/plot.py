@@ -16,8 +16,9 @@ import matplotlib
 matplotlib.use("Agg")  # files only: never a display, also on a workstation with one
 
 import matplotlib.pyplot as plt
+from matplotlib.transforms import offset_copy
 
-from exporter.experiment.evidence import figures
+from exporter.experiment.evidence import figures, headline
 from exporter.labels import MISS_REASONS
 
 # Colour-blind-safe (Okabe-Ito), one colour per outcome in every picture.
@@ -26,6 +27,7 @@ MISS_COLOURS = {"evicted": "#D55E00", "no_prefix": "#999999", "key_mismatch": "#
                 "no_checkpoint": "#E69F00", "not_durable": "#56B4E9", "too_short": "#F0E442",
                 "other": "#000000"}
 MAX_TITLE_PAIRS = 6
+DPI = 110
 ROW, HEADROOM, REUSED, RESTORED, STORES = "#0072B2", "#E69F00", "#56B4E9", "#009E73", "#D55E00"
 
 
@@ -49,21 +51,47 @@ def _label_bars(ax: Any, bars: Any, fmt: str, skip: Sequence[bool] = (),
 
 
 def _legend(ax: Any, *handles_labels: tuple[list[Any], list[str]]) -> None:
-    """One legend under the panel (below its tick labels), for both y axes."""
+    """One legend under the panel, for both y axes; placed by `_below_ticks` once the tick
+    labels are drawn."""
     handles = [h for hl in handles_labels for h in hl[0]]
     labels = [label for hl in handles_labels for label in hl[1]]
-    ax.legend(handles, labels, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22),
+    ax.legend(handles, labels, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3),
               ncol=min(2, len(labels)), frameon=False)
 
 
+def _below_ticks(fig: Any, axes: Sequence[Any]) -> None:
+    """Move each panel's legend just below its tick labels, however long the phase names
+    are: their depth is measured in points (which the layout does not change) and the legend
+    hangs that far under the panel."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        bottom = ax.get_window_extent(renderer).y0
+        labels = ax.xaxis.get_tightbbox(renderer)
+        depth = (bottom - labels.y0) * 72 / fig.dpi if labels is not None else 0.0
+        legend.set_bbox_to_anchor(
+            (0.5, 0.0), transform=offset_copy(ax.transAxes, fig=fig, y=-(depth + 4),
+                                              units="points"))
+
+
 def picture(doc: Mapping[str, Any], path: Path) -> None:
+    fig = figure(doc)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+def figure(doc: Mapping[str, Any]) -> Any:
+    """The four panels as a matplotlib Figure (the caller closes it)."""
     phases: Sequence[Mapping[str, Any]] = [p for p in doc.get("phases") or []
                                            if p.get("state") == "ended"]
     names = [p["name"] + ("" if p.get("valid") else " (invalid)") for p in phases]
     figs = [figures(p) for p in phases]
     x = list(range(len(phases)))
     width = max(11.0, 1.1 * len(phases) + 4)
-    fig, axes = plt.subplots(2, 2, figsize=(width, 10.5), constrained_layout=True)
+    fig, axes = plt.subplots(2, 2, figsize=(width, 10.5), constrained_layout=True, dpi=DPI)
     (lookups, rows), (reuse, latency) = axes
 
     bars = lookups.bar(x, [_value(f["hits"]) for f in figs], color=HIT, label="hits")
@@ -132,16 +160,17 @@ def picture(doc: Mapping[str, Any], path: Path) -> None:
     # A new engine incarnation between two phases: a dashed line (nothing carries across it).
     changes = [i - 0.5 for i in x[1:] if phases[i]["generation"] != phases[i - 1]["generation"]]
     for ax in (lookups, rows, reuse, latency):
-        ax.set_xticks(x, names, rotation=25, ha="right", fontsize=9)
+        # 40 degrees with the text's end on its tick: neighbouring names never touch.
+        ax.set_xticks(x, names, rotation=40, ha="right", rotation_mode="anchor", fontsize=8.5)
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
         for at in changes:
             ax.axvline(at, color="gray", linestyle="--", linewidth=0.8)
     probes = doc.get("probes") or []
-    lines = [f"{p['prime']} -> {p['replay']}: {p['verdict']}" for p in probes[:MAX_TITLE_PAIRS]]
+    lines = [f"{p['prime']} -> {p['replay']}: {headline(p)}" for p in probes[:MAX_TITLE_PAIRS]]
     if len(probes) > MAX_TITLE_PAIRS:
         lines.append(f"(+{len(probes) - MAX_TITLE_PAIRS} more verdicts in evidence.md)")
     title = "Experiment phases" + (" (dashed: new engine generation)" if changes else "")
     fig.suptitle("\n".join([title, *lines]), fontsize=11)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _below_ticks(fig, (lookups, rows, reuse, latency))
+    return fig

@@ -6,7 +6,8 @@ and end the probe sends only the corpus's bodies, byte for byte as the file hold
 nothing between passes. Every request is recorded: its position, the body's SHA-256, the status,
 the client-side seconds, and for a failure its whole output (up to MAX_OUTPUT_BYTES). A failed
 request never stops the pass; a phase edge the sidecar refuses stops the probe (the record of what
-was sent is still written) because an unbracketed pass proves nothing.
+was sent is still written) because an unbracketed pass proves nothing. The record goes to disk as
+it grows (exporter/experiment/record.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from exporter.experiment.client import SidecarClient, SidecarError
 
 ORDERS = ("forward", "reverse")
 MAX_OUTPUT_BYTES = 64 * 1024
-RECORD_FILE = "probe.json"
 
 
 class CorpusError(ValueError):
@@ -108,6 +108,7 @@ class PassRecord:
             "phase": self.phase, "order": self.order, "corpus": self.corpus,
             "sent": len(self.requests), "failed": sum(not r.get("ok") for r in self.requests),
             "sequence_sha256": hashlib.sha256(hashes.encode()).hexdigest(),
+            "body_sha256": [r["sha256"] for r in self.requests],  # in the order sent
             "client_mean_seconds": sum(ok) / len(ok) if ok else None,
             "failures": [r for r in self.requests if not r.get("ok")],
             "begin_error": self.begin_error, "end_error": self.end_error,
@@ -143,13 +144,18 @@ def _send(client: httpx.Client, url: str, body: bytes, position: int, index: int
 
 def run_passes(engine_url: str, sidecar: SidecarClient, passes: Sequence[PassPlan],
                timeout: float, progress: bool | None = None,
-               say: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> list[PassRecord]:
-    """Send every pass; stops early only when the sidecar refuses a phase edge."""
+               say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+               records: list[PassRecord] | None = None,
+               checkpoint: Callable[[bool], object] = lambda force: None) -> list[PassRecord]:
+    """Send every pass, appending to `records` as it goes (so a caller interrupted halfway
+    still holds what was sent); stops early only when the sidecar refuses a phase edge.
+    `checkpoint(force)` is called after every request (force False) and every phase edge
+    (force True): the caller saves the record there."""
     from tqdm import tqdm
 
     url = engine_url.rstrip("/") + "/v1/completions"
     show_bar = sys.stderr.isatty() if progress is None else progress
-    records: list[PassRecord] = []
+    records = [] if records is None else records
     with httpx.Client(timeout=timeout, headers={"User-Agent": "helios-exporter-probe"}) as client:
         for p in passes:
             record = PassRecord(p.phase, p.order, p.corpus.path.name)
@@ -161,6 +167,7 @@ def run_passes(engine_url: str, sidecar: SidecarClient, passes: Sequence[PassPla
                 record.begin_error = str(exc)
                 say(f"probe: cannot begin phase {p.phase}: {exc}; stopping")
                 break
+            checkpoint(True)
             indices = list(range(len(p.corpus.bodies)))
             if p.order == "reverse":
                 indices.reverse()
@@ -172,6 +179,7 @@ def run_passes(engine_url: str, sidecar: SidecarClient, passes: Sequence[PassPla
                 for position, i in enumerate(indices):
                     r = _send(client, url, p.corpus.bodies[i], position, i, hashes[i])
                     record.requests.append(r)
+                    checkpoint(False)
                     bar.update(1)
                     if not r["ok"]:
                         bar.set_postfix(failed=sum(not x["ok"] for x in record.requests))
@@ -184,6 +192,7 @@ def run_passes(engine_url: str, sidecar: SidecarClient, passes: Sequence[PassPla
                 say(f"probe: cannot end phase {p.phase}: {exc}; stopping (the phase stays open: "
                     f"end it with `helios-exporter phase end {p.phase}`)")
                 break
+            checkpoint(True)
             s = record.summary()
             if not show_bar:  # a log, not a terminal: one line per pass
                 say(f"probe: {p.phase}: {s['sent']} sent, {s['failed']} failed, "
@@ -192,7 +201,9 @@ def run_passes(engine_url: str, sidecar: SidecarClient, passes: Sequence[PassPla
 
 
 def record_doc(name: str, engine_url: str, sidecar_url: str, corpus: Corpus,
-               replay: Corpus | None, records: Sequence[PassRecord], started: float) -> dict[str, Any]:
+               replay: Corpus | None, records: Sequence[PassRecord], started: float,
+               complete: bool = True) -> dict[str, Any]:
+    """probe.json; `complete` is False while the probe runs and when it was interrupted."""
     def about(c: Corpus) -> dict[str, Any]:
         return {"path": str(c.path), "bodies": len(c.bodies),
                 "sha256": hashlib.sha256(b"\n".join(c.bodies) + b"\n").hexdigest(),
@@ -200,7 +211,9 @@ def record_doc(name: str, engine_url: str, sidecar_url: str, corpus: Corpus,
 
     return {
         "format": 1, "name": name, "engine_url": engine_url, "sidecar": sidecar_url,
-        "started_at": started, "ended_at": time.time(), "concurrency": 1,
+        "started_at": started, "written_at": time.time(),
+        "ended_at": time.time() if complete else None, "concurrency": 1,
+        "complete": complete,
         "corpus": about(corpus), "replay_corpus": about(replay) if replay else None,
         "passes": [{**r.summary(), "requests": r.requests} for r in records],
     }

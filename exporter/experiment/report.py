@@ -9,9 +9,10 @@ from typing import Any
 from exporter.experiment.evidence import figures
 
 READING = {
-    "order_sensitive": "the replay reused what the prime stored (it had hits). When the replay "
-                       "ran in another order than the prime, this supports retained-suffix / "
-                       "order sensitivity.",
+    "order_sensitive": "the replay had hits: it reused what the prime stored. Only a replay in "
+                       "another order than the prime (forward, then reverse) supports "
+                       "retained-suffix / order sensitivity; a replay in the prime's own order "
+                       "shows reuse, not order sensitivity.",
     "incompatible_keys": "no hits, but the prefixes were found under another checkpoint key "
                          "(`key_mismatch` / `no_checkpoint`): the replay's model or checkpoint "
                          "differs from the prime's. Inspect the keys and the checkpoint.",
@@ -20,7 +21,10 @@ READING = {
                 "budget split, not the keys); `no_prefix` alone means nothing was stored for "
                 "these prefixes. Zero replay hits weaken the order explanation and call for key "
                 "and checkpoint lookup inspection.",
-    "invalid": "cannot be judged:",
+    "invalid": "the pair cannot be judged and its figures prove nothing: a phase is missing, "
+               "open or invalid, the two ran on different engine generations, a phase measured "
+               "nothing (0 lookups or 0 requests: the requests never reached the engine), or "
+               "requests of a pass failed. The table says which.",
 }
 
 
@@ -85,12 +89,16 @@ def markdown(doc: Mapping[str, Any], picture: str | None, picture_missing: str |
         lines += [f"*{picture_missing}*", ""]
     probes = doc.get("probes") or []
     if probes:
-        lines += ["## Verdicts", "", "| prime | replay | verdict | reading |", "| --- | --- | --- | --- |"]
+        lines += ["## Verdicts", "", "| prime | replay | verdict | what it says |",
+                  "| --- | --- | --- | --- |"]
         for pr in probes:
-            reading = READING.get(pr["verdict"], "")
-            if pr["verdict"] == "invalid":
-                reading += " " + pr.get("why", "")
-            lines.append(f"| `{pr['prime']}` | `{pr['replay']}` | **{pr['verdict']}** | {reading} |")
+            said = pr.get("reading") or (f"cannot be judged: {pr.get('why', '')}"
+                                         if pr["verdict"] == "invalid" else "")
+            lines.append(f"| `{pr['prime']}` | `{pr['replay']}` | **{pr['verdict']}** | "
+                         f"{said} |")
+        lines += ["", "How to read them:", ""]
+        shown = dict.fromkeys(pr["verdict"] for pr in probes)
+        lines += [f"- **{v}**: {READING[v]}" for v in shown if v in READING]
         lines.append("")
     lines += ["## Phases", "",
               "| phase | valid | requests | lookups | hits | misses by reason | tokens reused / "
@@ -138,9 +146,12 @@ def markdown(doc: Mapping[str, Any], picture: str | None, picture_missing: str |
 
 def _passes(passes: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = ["## Probe passes", "",
-             "Sent at concurrency 1, nothing in between; the SHA-256 of every body and the "
-             "order are in `probe.json` (`sequence_sha256` hashes the body hashes in the order "
-             "sent, so two passes with equal hashes sent the same bytes in the same order).", "",
+             "Sent at concurrency 1, nothing in between, as the probe's record says; the "
+             "SHA-256 of every body in the order sent is in evidence.json (`passes`, "
+             "`body_sha256`) and the probe's `probe.json`. `sequence_sha256` hashes the body "
+             "hashes in the order sent: two passes with equal hashes sent the same bytes in the "
+             "same order. A pass with failed requests voids its verdict and, for `compare`, "
+             "its repetition.", "",
              "| phase | corpus | order | sent | failed | client mean | sequence_sha256 |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for p in passes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -23,14 +24,24 @@ def latency(values: Sequence[float]) -> dict[str, Any]:
 
 def phase(name: str, values: Sequence[float], *, valid: bool = True, generation: str = "g-1",
           identity: dict[str, str] | None = None, slabs: dict[str, Any] | None = None,
-          state: str = "ended") -> dict[str, Any]:
+          state: str = "ended", recorded: bool = True, sent: int | None = None,
+          failed: int = 0, sequence: str | None = None) -> dict[str, Any]:
+    """A phase as the sidecar serves it, with the probe's record of its pass (`recorded`):
+    `sent` requests (default: as many as finished), `failed` of them, and the bytes and order
+    sent (`sequence`, default: the lane's)."""
     begin = {"at": 1.0, "generation": generation, "identity": identity or IDENTITY,
              "budget_bytes": 34359738368, "slabs": slabs or GEOMETRY}
     return {"name": name, "state": state, "valid": valid if state == "ended" else None,
             "invalid_reasons": [] if valid else ["generation changed from g-1 to g-2: the engine "
                                                  "restarted during the phase"],
             "generation": generation, "begin": begin, "end": {**begin, "at": 2.0},
-            "deltas": {"requests": float(len(values)), "e2e_latency_seconds": latency(values)}}
+            "deltas": {"requests": float(len(values)), "e2e_latency_seconds": latency(values)},
+            "_pass": None if not recorded else {
+                "phase": name, "order": "forward",
+                "sent": len(values) if sent is None else sent, "failed": failed,
+                "sequence_sha256": hashlib.sha256(
+                    (sequence or name.split("/", maxsplit=1)[0]).encode()).hexdigest(),
+                "failures": [{"status": 500, "output": "boom"}] * failed}}
 
 
 def lane(name: str, means: Sequence[float], n: int = 52, **kwargs: Any) -> list[dict[str, Any]]:
@@ -42,8 +53,9 @@ def lane(name: str, means: Sequence[float], n: int = 52, **kwargs: Any) -> list[
 
 
 def evidence(*phase_lists: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"format": 1, "phases": [p for ps in phase_lists for p in ps], "probes": [],
-            "passes": []}
+    phases = [dict(p) for ps in phase_lists for p in ps]
+    passes = [recorded for p in phases if (recorded := p.pop("_pass")) is not None]
+    return {"format": 1, "phases": phases, "probes": [], "passes": passes}
 
 
 def write(path: Path, doc: dict[str, Any]) -> Path:

@@ -101,14 +101,68 @@ def test_a_malformed_state_file_is_refused(doc: dict[str, Any]) -> None:
         decode(json.dumps(doc).encode())
 
 
+OK_PHASE = {"state": "ended", "valid": True, "generation": "g",
+            "deltas": {"hits": 3, "lookups": 12, "requests": 12}}
+
+
 def test_judge_refuses_what_cannot_be_judged() -> None:
-    ok = {"state": "ended", "valid": True, "generation": "g", "deltas": {"hits": 3}}
+    ok = OK_PHASE
     phases = {"p": ok, "r": ok, "open": {**ok, "state": "open"},
               "bad": {**ok, "valid": False, "invalid_reasons": ["restarted"]}}
     assert judge(phases, "p", "r")["verdict"] == "order_sensitive"
     assert "not found" in judge(phases, "p", "x")["why"]
     assert "has not ended" in judge(phases, "p", "open")["why"]
     assert "restarted" in judge(phases, "bad", "r")["why"]
+
+
+@pytest.mark.parametrize(("deltas", "why"), [
+    ({"hits": 0, "lookups": 0, "requests": 0}, "saw 0 lookups and 0 finished requests"),
+    ({"hits": 0, "lookups": 0, "requests": None}, "saw 0 lookups and no finished requests"),
+    ({"hits": 0, "lookups": 12, "requests": 0}, "saw 12 lookups and 0 finished requests"),
+    ({"hits": 0, "lookups": None, "requests": 12}, "reported no lookup counters"),
+])
+def test_a_phase_that_measured_nothing_is_invalid_not_no_reuse(deltas: dict[str, Any],
+                                                                why: str) -> None:
+    phases = {"p": OK_PHASE, "r": {**OK_PHASE, "deltas": deltas}}
+    judged = judge(phases, "p", "r")
+    assert judged["verdict"] == "invalid"
+    assert why in judged["why"] and "replay phase 'r'" in judged["why"]
+    assert judge({"p": phases["r"], "r": OK_PHASE}, "p", "r")["verdict"] == "invalid"
+
+
+def test_a_pass_with_failed_requests_is_invalid() -> None:
+    phases = {"p/forward-1": OK_PHASE, "p/reverse-2": OK_PHASE}
+    recorded = {"p/reverse-2": {"phase": "p/reverse-2", "order": "reverse", "sent": 12,
+                                "failed": 1}}
+    judged = judge(phases, "p/forward-1", "p/reverse-2", recorded)
+    assert judged["verdict"] == "invalid"
+    assert "1 of 12 requests of the replay pass 'p/reverse-2' failed" in judged["why"]
+    recorded["p/reverse-2"]["failed"] = 0
+    assert judge(phases, "p/forward-1", "p/reverse-2", recorded)["verdict"] == "order_sensitive"
+
+
+@pytest.mark.parametrize(("prime", "replay", "orders", "headline"), [
+    ("a/forward-1", "a/reverse-2", ["forward", "reverse"],
+     "order_sensitive: the reverse replay hit"),
+    ("a/forward-1", "a/forward-2", ["forward", "forward"],
+     "same order: reuse, not order sensitivity"),
+    ("warm/1", "warm/2", [None, None], "order_sensitive"),
+])
+def test_hits_in_the_same_order_read_as_reuse(prime: str, replay: str, orders: list[str | None],
+                                              headline: str) -> None:
+    from exporter.experiment.evidence import headline as headline_of
+
+    judged = judge({prime: OK_PHASE, replay: OK_PHASE}, prime, replay)
+    assert judged["verdict"] == "order_sensitive"  # the interface's name stays
+    assert judged["orders"] == orders
+    assert headline_of(judged) == headline
+    if orders[0] == orders[1] and orders[0]:
+        assert "reuse, not order sensitivity" in judged["reading"]
+    # the probe's record, where there is one, says the order (a phase named by hand)
+    recorded = {replay: {"phase": replay, "order": "reverse", "sent": 12, "failed": 0}}
+    if orders[0] is None:
+        assert judge({prime: OK_PHASE, replay: OK_PHASE}, prime, replay,
+                     recorded)["orders"] == [None, "reverse"]
 
 
 @pytest.mark.parametrize("text", ["a", "a:", ":b", "a:b:c"])

@@ -193,3 +193,100 @@ def test_unreadable_evidence_is_2(tmp_path: Path, capsys: pytest.CaptureFixture[
                   "--primary", "probe-52"])
     assert exit_info.value.code == 2
     assert "bad.json" in capsys.readouterr().err
+
+
+def test_every_repetition_shows_what_was_sent_and_what_failed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
+                    evidence(lane("probe-52", FAST), lane("small-12", SMALL)), capsys=capsys)
+    assert code == 0, out
+    rows = [line.split() for line in out.split("repetitions (sent and failed")[1].splitlines()
+            if line.startswith(("probe-52 ", "small-12 "))]
+    assert len(rows) == 12  # two lanes, two arms, three repetitions
+    assert rows[0][:6] == ["probe-52", "baseline", "probe-52/1", "52", "0", "52"]
+    assert rows[-1][:6] == ["small-12", "candidate", "small-12/3", "52", "0", "52"]
+
+
+def test_a_repetition_with_failed_outputs_refuses(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    phases = lane("probe-52", FAST)
+    # 52 sent, 2 failed, 50 finished: the mean is over 50 and would still pass without the check
+    phases[2] = phase("probe-52/2", [0.330] * 50, sent=52, failed=2)
+    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
+                    evidence(phases, lane("small-12", SMALL)), capsys=capsys)
+    assert code == 2, out
+    assert ("cannot compare: lane probe-52, candidate: probe-52/2: 2 of 52 requests failed "
+            "(an output failure voids the repetition") in out
+    row = next(line.split() for line in out.splitlines() if line.startswith("probe-52 ")
+               and "probe-52/2" in line and "candidate" in line)
+    assert row[3:6] == ["52", "2", "50"]  # sent, failed, finished
+
+
+def test_a_repetition_without_a_probe_record_refuses(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(tmp_path, evidence(lane("probe-52", BASE, recorded=False),
+                                       lane("small-12", SMALL)),
+                    evidence(lane("probe-52", FAST), lane("small-12", SMALL)), capsys=capsys)
+    assert code == 2, out
+    assert ("lane probe-52, baseline: probe-52/1: no probe record, so its sent and failed "
+            "requests are unknown (write the evidence with --probe-record)") in out
+    assert "no record" in out
+
+
+def test_other_traffic_in_a_repetition_refuses(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    phases = lane("small-12", SMALL)
+    phases[1] = phase("small-12/1", [0.324] * 13, sent=12)
+    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
+                    evidence(lane("probe-52", FAST), phases), capsys=capsys)
+    assert code == 2, out
+    assert ("small-12/1: the engine finished 13 requests, the probe sent 12: other traffic "
+            "reached the engine during the phase") in out
+
+
+def test_other_bytes_or_order_refuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
+                    evidence(lane("probe-52", FAST, sequence="reversed"),
+                             lane("small-12", SMALL)), capsys=capsys)
+    assert code == 2, out
+    assert "lane probe-52: the repetitions sent different bytes or another order" in out
+
+
+def test_no_change_is_zero_percent_not_minus_zero(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
+                    evidence(lane("probe-52", [m * 1.0001 for m in BASE]),
+                             lane("small-12", SMALL)), capsys=capsys)
+    assert code == 1, out
+    assert "change 0.0%: benefit 0.0% < the required 5.0%: FAIL" in out
+    assert "-0.0%" not in out and "+0.0%" not in out
+
+
+@pytest.mark.parametrize(("doc", "field"), [
+    ({"phases": [1, 2]}, "phases[0]: "),
+    ({"phases": [{**phase("probe-52/1", [0.3]), "deltas": {"e2e_latency_seconds": {
+        "count": "x", "sum": 0.3}}}]}, "phases[0].deltas.e2e_latency_seconds.count: "),
+    ({"phases": [{**phase("probe-52/1", [0.3]), "begin": {"budget_bytes": "big"}}]},
+     "phases[0].begin.budget_bytes: "),
+    ({"phases": [{**phase("probe-52/1", [0.3]), "deltas": {"e2e_latency_seconds": {
+        "count": 1, "sum": 0.3, "buckets": [["fast", 1]]}}}]},
+     "phases[0].deltas.e2e_latency_seconds.buckets: bucket 0: bound 'fast' is not a number"),
+    ({"phases": [phase("a/1", [0.3]), phase("a/1", [0.3])]}, "phases: the names a/1 occur"),
+    ({"phases": [], "passes": [{"phase": "a/1", "sent": "52", "failed": 0,
+                                "sequence_sha256": "0" * 64}]}, "passes[0].sent: "),
+])
+def test_malformed_evidence_is_refused_naming_the_field(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: dict[str, Any],
+        field: str) -> None:
+    for p in doc["phases"]:
+        if isinstance(p, dict):
+            p.pop("_pass", None)
+    bad = write(tmp_path / "bad.json", doc)
+    good = write(tmp_path / "good.json", evidence(lane("probe-52", BASE)))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["compare", "--baseline", str(good), "--candidate", str(bad),
+                  "--primary", "probe-52"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert f"helios-exporter compare: {bad}: not a usable evidence.json: {field}" in err
+    assert "Traceback" not in err

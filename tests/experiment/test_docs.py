@@ -34,5 +34,12 @@ def test_the_committed_probe_report_shows_the_seed_outcomes() -> None:
                         "control/forward-2": "no_reuse", "small/forward-2": "order_sensitive",
                         "long/forward-2": "order_sensitive"}
     assert all(p["valid"] for p in doc["phases"])
+    # the probes' records travel with the evidence: every pass, what it sent, nothing failed
+    assert [(p["phase"], p["failed"]) for p in doc["passes"]] == [
+        (p["name"], 0) for p in doc["phases"]]
+    readings = {p["replay"]: p["reading"] for p in doc["probes"]}
+    assert readings["small/forward-2"] == readings["long/forward-2"] == (
+        "same order (forward -> forward): reuse, not order sensitivity")
+    assert "supports order sensitivity" in readings["reverse/reverse-2"]
     md = (ROOT / "docs" / "experiments" / "probe" / "evidence.md").read_text()
     assert "![" in md and (ROOT / "docs" / "experiments" / "probe" / "evidence.png").stat().st_size

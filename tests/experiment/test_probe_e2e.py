@@ -8,95 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
-import pytest
+from rig import Rig, cli, deltas, evidence
 
-from simulator.corpora import write_corpus
 from tests.helpers import promtool_check_metrics
-from tools.harness import PYTHON, ROOT, Procs, families, sample, wait_http
-
-TOKEN = "probe-Token-0123456789abcdef"
-OTHER_MODEL = "qwen3-next-lora-support"
-# Same identity in every arm, so that only the declared difference separates them.
-IDENTITY = ("--seed", "1", "--image-digest", "sha256:" + "ab" * 32, "--container-id", "4be1c0ffee12")
-
-
-def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "exporter", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, check=False)
-
-
-class Rig:
-    """One simulated engine and one sidecar with the phases API enabled."""
-
-    def __init__(self, procs: Procs, work: Path, *engine_args: str, name: str = "a") -> None:
-        self.procs, self.work = procs, work
-        self.token = work / "token"
-        self.token.write_text(TOKEN + "\n")
-        self.engine_proc, self.engine = procs.simulator(
-            "idle", "--time-scale", "1000", *IDENTITY, *engine_args, name=f"engine-{name}")
-        self.state = work / f"state-{name}"
-        self.name = name
-        self.start_sidecar()
-
-    def start_sidecar(self) -> None:
-        self.sidecar_proc, self.sidecar = self.procs.sidecar(
-            self.engine, "--events-token-file", str(self.token), "--poll-interval", "3600",
-            state_dir=self.state, name=f"sidecar-{self.name}-{len(self.procs.procs)}")
-
-    def restart_engine(self) -> None:
-        httpx.post(self.engine + "/admin/restart", json={"container": "same"}, timeout=10)
-
-    def probe(self, out: Path, corpus: Path, *args: str) -> subprocess.CompletedProcess[str]:
-        return cli("probe", "--engine-url", self.engine, "--sidecar", self.sidecar,
-                   "--token-file", str(self.token), "--corpus", str(corpus), "--out", str(out),
-                   *args)
-
-    def phase(self, action: str, name: str) -> subprocess.CompletedProcess[str]:
-        return cli("phase", action, name, "--sidecar", self.sidecar, "--token-file",
-                   str(self.token))
-
-    def send(self, bodies: list[bytes]) -> None:
-        with httpx.Client(base_url=self.engine, timeout=30) as client:
-            for body in bodies:
-                resp = client.post("/v1/completions", content=body,
-                                   headers={"content-type": "application/json"})
-                assert resp.status_code == 200, resp.text
-
-
-@pytest.fixture(scope="module")
-def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("corpora")
-    out = {}
-    for name, lane, model in (("probe-52", "probe-52", None), ("other", "probe-52", OTHER_MODEL),
-                              ("small-12", "small-12", None)):
-        with (d / f"{name}.jsonl").open("w") as f:
-            write_corpus(lane, f, *(model,) if model else ())
-        out[name] = d / f"{name}.jsonl"
-    return out
-
-
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Procs]:
-    p = Procs(tmp_path / "procs")
-    yield p
-    p.stop_all()
-
-
-def evidence(out: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads((out / "evidence.json").read_text())
-    return doc
-
-
-def deltas(doc: dict[str, Any], name: str) -> dict[str, Any]:
-    phase = next(p for p in doc["phases"] if p["name"] == name)
-    assert phase["valid"] is True, phase["invalid_reasons"]
-    d: dict[str, Any] = phase["deltas"]
-    return d
+from tools.harness import Procs, families, sample, wait_http
 
 
 def test_the_three_verdicts(procs: Procs, tmp_path: Path, corpora: dict[str, Path]) -> None:
@@ -105,10 +23,14 @@ def test_the_three_verdicts(procs: Procs, tmp_path: Path, corpora: dict[str, Pat
     # 1. forward prime, reverse replay: the replay hits what survived the prime
     done = rig.probe(tmp_path / "rev", corpora["probe-52"], "--name", "rev")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "rev/forward-1 -> rev/reverse-2: order_sensitive"
+    assert done.stdout.strip() == ("rev/forward-1 -> rev/reverse-2: order_sensitive (the "
+                                   "reverse replay hit what the forward prime stored: supports "
+                                   "order sensitivity)")
     doc = evidence(tmp_path / "rev")
     assert doc["probes"] == [{"prime": "rev/forward-1", "replay": "rev/reverse-2",
-                              "verdict": "order_sensitive"}]
+                              "verdict": "order_sensitive", "orders": ["forward", "reverse"],
+                              "reading": "the reverse replay hit what the forward prime stored: "
+                                         "supports order sensitivity"}]
     prime, replay = deltas(doc, "rev/forward-1"), deltas(doc, "rev/reverse-2")
     assert (prime["lookups"], prime["hits"], prime["misses"]["no_prefix"]) == (52, 0, 52)
     assert (replay["lookups"], replay["hits"], replay["misses"]["evicted"]) == (52, 43, 9)
@@ -119,6 +41,11 @@ def test_the_three_verdicts(procs: Procs, tmp_path: Path, corpora: dict[str, Pat
     assert [r["sha256"] for r in record["passes"][0]["requests"]] == hashes
     assert [r["sha256"] for r in record["passes"][1]["requests"]] == hashes[::-1]
     assert record["corpus"]["body_sha256"] == hashes
+    assert record["complete"] is True
+    # the evidence carries the passes: what was sent, in which order, and what failed
+    assert [(p["phase"], p["sent"], p["failed"]) for p in doc["passes"]] == [
+        ("rev/forward-1", 52, 0), ("rev/reverse-2", 52, 0)]
+    assert doc["passes"][1]["body_sha256"] == hashes[::-1]
     assert (tmp_path / "rev" / "evidence.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (tmp_path / "rev" / "evidence.md").read_text()
     assert "| `rev/reverse-2` | yes | 52 | 52 | 43 | 43" not in md  # hits column, not misses
@@ -165,6 +92,7 @@ def test_the_three_verdicts(procs: Procs, tmp_path: Path, corpora: dict[str, Pat
                                                   "fwd/forward-1", "fwd/forward-2"]
     assert [p["verdict"] for p in doc["probes"]] == ["order_sensitive", "invalid"]
     assert "different generations" in doc["probes"][1]["why"]
+    assert doc["passes"] == []  # no probe record given: the passes are unknown, not empty
 
 
 def test_a_failed_request_is_kept_and_never_stops_the_record(
@@ -186,8 +114,14 @@ def test_a_failed_request_is_kept_and_never_stops_the_record(
     assert [f["position"] for p in record["passes"] for f in p["failures"]] == [5, 7]
     doc = evidence(tmp_path / "out")
     assert deltas(doc, "bad/forward-1")["requests"] == 12  # the engine finished the other 12
-    assert doc["probes"][0]["verdict"] == "order_sensitive"
-    assert "Failed requests" in (tmp_path / "out" / "evidence.md").read_text()
+    # a probe with failed outputs proves nothing about the cache: no verdict but `invalid`
+    [pair] = doc["probes"]
+    assert pair["verdict"] == "invalid"
+    assert pair["why"] == ("1 of 13 requests of the prime pass 'bad/forward-1' failed (their "
+                           "outputs are in probe.json); 1 of 13 requests of the replay pass "
+                           "'bad/reverse-2' failed (their outputs are in probe.json)")
+    md = (tmp_path / "out" / "evidence.md").read_text()
+    assert "Failed requests" in md and "**invalid** | cannot be judged: 1 of 13" in md
 
 
 def test_an_open_phase_survives_a_sigkill_and_counts_exactly_its_requests(
@@ -226,9 +160,14 @@ def test_compare_two_row_fraction_arms(procs: Procs, tmp_path: Path,
             done = rig.probe(tmp_path / arm / lane, corpora[lane], "--name", lane, "--order",
                              "forward", "--repetitions", "3")
             assert done.returncode == 0, done.stderr
-        merged = cli("evidence", "--sidecar", rig.sidecar, "--out", str(tmp_path / arm / "all"))
+        merged = rig.evidence(tmp_path / arm / "all", "--probe-record",
+                              str(tmp_path / arm / "probe-52"),
+                              str(tmp_path / arm / "small-12" / "probe.json"))
         assert merged.returncode == 0, merged.stderr
         arms[arm] = tmp_path / arm / "all" / "evidence.json"
+        unrecorded = rig.evidence(tmp_path / arm / "unrecorded")
+        assert unrecorded.returncode == 0, unrecorded.stderr
+        arms[arm + "-unrecorded"] = tmp_path / arm / "unrecorded" / "evidence.json"
 
     def compare(base: str, cand: str, *extra: str) -> subprocess.CompletedProcess[str]:
         return cli("compare", "--baseline", str(arms[base]), "--candidate", str(arms[cand]),
@@ -243,6 +182,16 @@ def test_compare_two_row_fraction_arms(procs: Procs, tmp_path: Path,
     assert -22 < change < -14  # 640 rows hold all 52 bodies: hits instead of evicted misses
     assert passed.stdout.count("    3        52       156 ") == 2
     assert passed.stdout.count("    3        12        36 ") == 2
+    # every repetition's denominators: sent and failed (the probe's record), finished (engine)
+    reps = [line.split() for line in passed.stdout.splitlines()
+            if line.startswith(("probe-52 ", "small-12 ")) and " s  " in line
+            and "/" in line.split()[2]]
+    assert len(reps) == 12, passed.stdout
+    assert {tuple(r[3:6]) for r in reps} == {("52", "0", "52"), ("12", "0", "12")}
+    # without the probe's records the sent and failed requests are unknown: no comparison
+    unrecorded = compare("base-unrecorded", "wide-unrecorded", "--allow-difference", "geometry")
+    assert unrecorded.returncode == 2, unrecorded.stdout
+    assert "probe-52/1: no probe record" in unrecorded.stdout
     failed = compare("wide", "base", "--allow-difference", "geometry")
     assert failed.returncode == 1, failed.stdout
     assert "gate failed: lane probe-52 (primary)" in failed.stdout
