@@ -12,6 +12,7 @@ import argparse
 import re
 import ssl
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -85,3 +86,13 @@ def basic_auth_refused(response: httpx.Response) -> str:
     if "authorization" in response.request.headers:
         return "user or password rejected"
     return "the sidecar requires basic auth: give --user and --password-file"
+
+
+def json_object(response: httpx.Response) -> dict[str, Any] | None:
+    """The answer's JSON object; None when it is not one (a login page, a list, not JSON): the
+    sign of something other than a sidecar answering."""
+    try:
+        data = response.json()
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None

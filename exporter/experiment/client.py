@@ -96,11 +96,8 @@ def connect(args: argparse.Namespace, token_file: Path | None = None, timeout: f
 
 
 def _json(resp: httpx.Response, what: str) -> dict[str, Any]:
-    try:
-        answer = resp.json()
-    except ValueError:
-        answer = None
-    if not isinstance(answer, dict):
+    answer = access.json_object(resp)
+    if answer is None:
         raise SidecarError(f"{resp.url} answered 200 without the {what} JSON (is it a "
                            "helios-exporter sidecar?)")
     return answer

@@ -88,11 +88,8 @@ def fetch(http: httpx.Client, url: str) -> tuple[dict[str, Any], float]:
                           f"{access.basic_auth_refused(response)}")
     if response.status_code != 200:
         raise Unreachable(f"{url} answered {response.status_code} {response.reason_phrase}")
-    try:
-        data = response.json()
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
+    data = access.json_object(response)
+    if data is None:
         raise Unreachable(f"{url} did not answer with a sidecar's /status JSON "
                           "(is it a helios-exporter sidecar?)")
     now = time.time()
