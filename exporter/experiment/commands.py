@@ -123,6 +123,10 @@ def add_compare(parser: argparse.ArgumentParser) -> None:
                         help="a declared difference between the arms' engines, one of "
                         f"{', '.join(DIMENSIONS)} (repeatable); any other difference refuses "
                         "the comparison")
+    parser.add_argument("--allow-unrecorded", action="store_true",
+                        help="accept repetitions without a probe record (phases bracketed by hand "
+                        "with `phase begin|end` around another load generator): their failed "
+                        "requests are then unknown to the gate, which says so")
 
 
 def _err(command: str, message: str) -> None:
@@ -298,7 +302,7 @@ def run_compare(args: argparse.Namespace) -> int:
             return 2
         docs.append(doc)
     result = compare(docs[0], docs[1], args.primary, args.protected, args.min_benefit,
-                     args.max_regression, args.allow_difference)
+                     args.max_regression, args.allow_difference, args.allow_unrecorded)
     sys.stdout.write(render(result, str(args.baseline), str(args.candidate)))
     return result.exit_code
 

@@ -87,12 +87,17 @@ class Arm:
         return statistics.stdev(means) if len(means) >= 2 else None
 
 
-def _output_problem(rep: Rep) -> str | None:
+def _output_problem(rep: Rep, allow_unrecorded: bool = False) -> str | None:
     """Why a repetition's requests do not make a matched, strict-output repetition (None: they
-    do). The probe's record says what was sent and what failed; without it neither is known."""
+    do). The probe's record says what was sent and what failed; without it neither is known,
+    which only a declared `--allow-unrecorded` accepts (phases bracketed by hand around another
+    load generator, whose own record of failures the user vouches for)."""
     if rep.sent is None or rep.failed is None:
+        if allow_unrecorded:
+            return None
         return (f"{rep.name}: no probe record, so its sent and failed requests are unknown "
-                "(write the evidence with --probe-record)")
+                "(write the evidence with --probe-record, or declare phases bracketed by hand "
+                "around another load generator with --allow-unrecorded)")
     if rep.failed:
         return (f"{rep.name}: {rep.failed} of {rep.sent} requests failed (an output failure "
                 "voids the repetition; the outputs are in probe.json)")
@@ -102,7 +107,7 @@ def _output_problem(rep: Rep) -> str | None:
     return None
 
 
-def lane_arm(doc: Mapping[str, Any], lane: str) -> Arm:
+def lane_arm(doc: Mapping[str, Any], lane: str, allow_unrecorded: bool = False) -> Arm:
     pattern = re.compile(re.escape(lane) + r"/([0-9]+)")
     passes = {p["phase"]: p for p in doc.get("passes") or []}
     arm = Arm()
@@ -127,7 +132,7 @@ def lane_arm(doc: Mapping[str, Any], lane: str) -> Arm:
             arm.total_sum += total
             arm.total_count += count
             latencies.append(latency)
-            problem = _output_problem(rep)
+            problem = _output_problem(rep, allow_unrecorded)
             if problem:
                 arm.unmatched.append(problem)
     arm.buckets = sum_buckets(latencies)
@@ -173,7 +178,8 @@ def _arm_identity(doc: Mapping[str, Any], lanes: Sequence[str], label: str,
 
 def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any], primary: str,
             protected: Sequence[str] = (), min_benefit: float = 0.05,
-            max_regression: float = 0.03, allow: Sequence[str] = ()) -> Comparison:
+            max_regression: float = 0.03, allow: Sequence[str] = (),
+            allow_unrecorded: bool = False) -> Comparison:
     out = Comparison()
     lanes = [primary, *[p for p in protected if p != primary]]
     base_id = _arm_identity(baseline, lanes, "baseline", out)
@@ -191,7 +197,14 @@ def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any], primary: 
                              f"{dim} {base_id[dim]}")
     for lane in lanes:
         row = Lane(lane, "primary" if lane == primary else "protected",
-                   lane_arm(baseline, lane), lane_arm(candidate, lane))
+                   lane_arm(baseline, lane, allow_unrecorded),
+                   lane_arm(candidate, lane, allow_unrecorded))
+        unrecorded = [r.name for arm in (row.baseline, row.candidate) for r in arm.reps
+                      if r.sent is None]
+        if allow_unrecorded and unrecorded:
+            out.notes.append(f"lane {lane}: --allow-unrecorded: {', '.join(unrecorded)} have no "
+                             "probe record; their failed requests are unknown to this gate and "
+                             "the engine's finished count is their only denominator")
         out.lanes.append(row)
         for label, arm in (("baseline", row.baseline), ("candidate", row.candidate)):
             if len(arm.reps) < MIN_REPETITIONS:

@@ -231,8 +231,27 @@ def test_a_repetition_without_a_probe_record_refuses(tmp_path: Path,
                     evidence(lane("probe-52", FAST), lane("small-12", SMALL)), capsys=capsys)
     assert code == 2, out
     assert ("lane probe-52, baseline: probe-52/1: no probe record, so its sent and failed "
-            "requests are unknown (write the evidence with --probe-record)") in out
+            "requests are unknown (write the evidence with --probe-record") in out
     assert "no record" in out
+
+
+def test_phases_bracketed_by_hand_compare_when_declared(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Another load generator drove the engine between `phase begin|end`: no probe record. Declared
+    # with --allow-unrecorded, the gate runs on the engine's denominators and says what it lacks.
+    base = evidence(lane("probe-52", BASE, recorded=False), lane("small-12", SMALL, recorded=False))
+    cand = evidence(lane("probe-52", FAST, recorded=False), lane("small-12", SMALL, recorded=False))
+    code, out = run(tmp_path, base, cand, "--allow-unrecorded", capsys=capsys)
+    assert code == 0, out
+    assert "--allow-unrecorded: probe-52/1, probe-52/2, probe-52/3" in out
+    assert "failed requests are unknown to this gate" in out
+    # A recorded repetition with failed outputs still refuses under the flag.
+    phases = lane("probe-52", FAST)
+    phases[1] = phase("probe-52/1", [0.330] * 52, sent=52, failed=1)
+    code, out = run(tmp_path, base, evidence(phases, lane("small-12", SMALL)),
+                    "--allow-unrecorded", capsys=capsys)
+    assert code == 2, out
+    assert "1 of 52 requests failed" in out
 
 
 def test_other_traffic_in_a_repetition_refuses(tmp_path: Path,
