@@ -2,11 +2,11 @@
 # helios-exporter: the sidecar (`serve`, the default command) and the simulated engine
 # (`simulate`) in one image.
 #
-#   docker build -t helios-exporter:0.1.0 .
-#   docker run --rm -p 19400:19400 -e HELIOS_EXPORTER_ENGINE_URL=http://engine:8000 helios-exporter:0.1.0
+#   docker build -t helios-exporter:0.2.0 .
+#   docker run --rm -p 19400:19400 -e HELIOS_EXPORTER_ENGINE_URL=http://engine:8000 helios-exporter:0.2.0
 #
 # Configuration is the HELIOS_EXPORTER_* environment (README.md, "Configuration") or flags after
-# the image name (`... helios-exporter:0.1.0 serve --engine-url ...`). docs/deploy.md explains the
+# the image name (`... helios-exporter:0.2.0 serve --engine-url ...`). docs/deploy.md explains the
 # choices below; tests/deploy/test_image.py runs hadolint on this file and repeats the build and
 # install steps without Docker (wheel from the same files, fresh virtualenv, console script).
 

@@ -25,6 +25,7 @@ from exporter.exposition import ExpositionCache, wants_gzip, wants_openmetrics
 from exporter.loop import PollLoop
 from exporter.oncall.html import HEADERS as PAGE_HEADERS
 from exporter.restore.events import RestoreEventIn, RestoreEventOut, RestoreEventRefused
+from exporter.version import VERSION
 from exporter.web.auth import AuthFailures
 
 log = structlog.get_logger("helios_exporter.app")
@@ -51,7 +52,7 @@ def build_app(
     (not served when None). `auth_failures` counts and slows down failed credentials (one per
     sidecar: every route that checks credentials shares it)."""
     failures = auth_failures if auth_failures is not None else AuthFailures()
-    app = FastAPI(title="helios-exporter", version="0.1.0", docs_url=None, redoc_url=None)
+    app = FastAPI(title="helios-exporter", version=VERSION, docs_url=None, redoc_url=None)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -41,6 +41,7 @@ from exporter.sources.gpu_report import GpuReport
 from exporter.sources.host import HostReport, HostSource
 from exporter.sources.nvml import NvmlSource
 from exporter.status import status
+from exporter.version import USER_AGENT
 from exporter.web import limits
 from exporter.web.auth import AuthFailures
 from exporter.web.connections import ConnectionGuard
@@ -101,7 +102,7 @@ def build(
     web = None if config.web_config_file is None else WebConfigState(config.web_config_file)
     timeout = httpx.Timeout(config.timeout)
     client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=8),
-                               headers={"User-Agent": "helios-exporter/0.1"},
+                               headers={"User-Agent": USER_AGENT},
                                transport=transport)
     engine_source = EngineSource(client, config.engine_url, config.max_response_bytes,
                                  EngineTraffic(), clock=clock, timeout=config.timeout,

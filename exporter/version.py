@@ -1,4 +1,7 @@
-"""The sidecar's version: one place for `--version`, build info, the User-Agent and the app."""
+"""The sidecar's version: one place for `--version`, build info, the User-Agent and the app.
+
+The number itself is pyproject.toml's `version` (the single source), read from the installed
+distribution's metadata."""
 
 from __future__ import annotations
 
@@ -18,3 +21,4 @@ def _installed() -> str:
 
 VERSION: Final = _installed()
 PYTHON_VERSION: Final = platform.python_version()
+USER_AGENT: Final = f"{DISTRIBUTION}/{VERSION}"  # the engine and the sidecar see who asks

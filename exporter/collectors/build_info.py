@@ -1,6 +1,6 @@
 """Which sidecar this is, e.g.
 
-    helios_exporter_build_info{python_version="3.11.2",version="0.1.0"} 1.0
+    helios_exporter_build_info{python_version="3.11.2",version="0.2.0"} 1.0
 """
 
 from __future__ import annotations

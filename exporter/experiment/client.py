@@ -17,8 +17,8 @@ import httpx
 
 from exporter import access
 from exporter.restore.events import read_token
+from exporter.version import USER_AGENT
 
-USER_AGENT = "helios-exporter/0.1"
 BEARER_REFUSED = "check --token-file: it must hold the sidecar's --events-token-file token"
 
 
