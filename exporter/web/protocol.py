@@ -6,7 +6,8 @@ as long as it likes. This subclass, passed to uvicorn as `http=`, adds:
 
 - a read deadline (`--http-read-timeout`): the whole request, head and body, must arrive within
   it, counted from the accepted connection (TLS handshake included) or, on a kept-alive
-  connection, from the first byte of the next request;
+  connection, from the first byte of the next request (an empty line before it included: the
+  parser skips those without beginning a request, and uvicorn stops the idle timer on any byte);
 - a write deadline of the same length while the response is stuck in a full send buffer (a client
   that stops reading);
 - a request head over `HTTP_MAX_HEAD_BYTES` answered 431 (httptools itself has no limit);
@@ -176,11 +177,17 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._awaiting_head:
             self._head_bytes += len(data)
         super().data_received(data)
-        # Armed only when a request is still incomplete after what arrived: a request that
-        # comes in one piece (a scrape) costs no timer.
-        if self._in_request and self._read_deadline is None:
+        # uvicorn cancels the idle timer on any byte, and the parser skips the empty lines before
+        # a request without beginning one: bytes that leave no request complete nor being served
+        # (a CRLF on a kept-alive connection) must start the read deadline, or a client could
+        # hold the connection with one CRLF. Armed only then: a request that comes in one piece
+        # (a scrape) costs no timer.
+        serving = self.cycle is not None and not self.cycle.response_complete
+        if (self._in_request or not serving) and self._read_deadline is None \
+                and not self.transport.is_closing():
             self._read_deadline = self.loop.call_later(self.guard.read_timeout, self._expired,
                                                        "slow_request")
+            self.guard.waiting(self)
         if (self._awaiting_head and self._head_bytes > HTTP_MAX_HEAD_BYTES
                 and not self.transport.is_closing()):
             self.guard.closing("head_too_large")

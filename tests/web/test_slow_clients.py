@@ -282,6 +282,39 @@ def test_a_slowloris_drip_is_cut_at_the_deadline_however_fast_it_drips(
     assert self_metrics(port)["closed_slow_request"] == 1
 
 
+@pytest.mark.parametrize("every_second", [False, True])
+def test_empty_lines_on_a_kept_alive_connection_are_under_the_read_deadline(
+        procs: Procs, every_second: bool) -> None:
+    """The parser skips empty lines before a request without beginning one, and uvicorn stops
+    the idle timer on any byte: one CRLF after a response must not hold the connection for
+    good. Cut by the read deadline (2 s), before the idle timeout (4 s) would have."""
+    proc, port = serve(procs, "--http-idle-timeout", "4")
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: s\r\n\r\n")
+    assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+    t0 = time.monotonic()
+    sock.sendall(b"\r\n")
+    sock.settimeout(1.0 if every_second else READ_TIMEOUT + SLACK)
+    closed_after = None
+    while time.monotonic() - t0 < READ_TIMEOUT + SLACK:
+        try:
+            if sock.recv(1) == b"":
+                closed_after = time.monotonic() - t0
+                break
+        except TimeoutError:
+            with contextlib.suppress(OSError):
+                sock.sendall(b"\r\n")
+        except OSError:
+            closed_after = time.monotonic() - t0
+            break
+    sock.close()
+    assert closed_after is not None, "still open: the empty lines disabled both timeouts"
+    assert closed_after >= READ_TIMEOUT - 0.1
+    metrics = self_metrics(port)
+    assert metrics["closed_slow_request"] == 1 and metrics["closed_idle"] == 0, metrics
+    assert logged_errors(proc) == []
+
+
 def test_a_request_body_that_never_comes(procs: Procs, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("t0ken")
