@@ -6,20 +6,26 @@ token (checked before the body is read), 429 while the client is slowed down for
 (exporter/web/auth.py: failures are counted by path and logged without the token), 413 for a body
 over the limit (the declared length first, then while reading), 422 for a body that is not the
 route's model. A 422 names fields and messages only: submitted values are never echoed back.
+A body that never arrives whole (the client went away, or was cut off by the read deadline,
+exporter/web/protocol.py, which counts it; or its chunked framing was broken) is logged at debug
+level: there is nobody left to answer.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
+import structlog
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from starlette.requests import ClientDisconnect
 
 from exporter.restore.events import MAX_BODY_BYTES
 from exporter.web.auth import AuthFailures, bearer_denied
 
 M = TypeVar("M", bound=BaseModel)
+log = structlog.get_logger("helios_exporter.app")
 
 
 async def gated_body(request: Request, token: bytes | None, model: type[M], disabled: str,
@@ -37,10 +43,16 @@ async def gated_body(request: Request, token: bytes | None, model: type[M], disa
     if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
         return JSONResponse({"detail": f"body over {max_bytes} bytes"}, status_code=413)
     body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > max_bytes:
-            return JSONResponse({"detail": f"body over {max_bytes} bytes"}, status_code=413)
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > max_bytes:
+                return JSONResponse({"detail": f"body over {max_bytes} bytes"}, status_code=413)
+    except ClientDisconnect:
+        log.debug("request_body_incomplete", path=path, received_bytes=len(body),
+                  client=request.client.host if request.client else None)
+        # Never sent: the connection is gone.
+        return JSONResponse({"detail": "the request body did not arrive"}, status_code=400)
     try:
         return model.model_validate_json(body)
     except ValueError as exc:
