@@ -46,6 +46,10 @@ AUTH_FREE_FAILURES: Final = 5  # failed credentials from one client before it is
 AUTH_PENALTY_FIRST: Final = 1.0  # seconds of the first penalty; doubled with each failure after
 AUTH_PENALTY_MAX: Final = 60.0
 AUTH_FORGET_AFTER: Final = 600.0  # seconds without a failure after which a client starts afresh
+# During a penalty, a client's basic-auth credentials are still compared with those verified
+# before (the success cache), but at most once per this many seconds, with bursts of a few.
+AUTH_PENALTY_CACHE_CHECK_INTERVAL: Final = 1.0
+AUTH_PENALTY_CACHE_CHECK_BURST: Final = 3
 WEB_CONFIG_RECHECK: Final = 1.0  # seconds between checks of --web-config-file and its files
 
 LOG_FORMAT: Final = "auto"

@@ -9,9 +9,20 @@ that starts a penalty of 1 s, doubled with every further failure up to 60 s. Whi
 every request of that client that presents credentials is answered 429 with `Retry-After`, at
 once and without looking at them: no bcrypt, no token comparison, no connection held open while
 it waits (a delayed answer would tie up a connection slot, the very thing a flood wants). A
-success forgets the client, and so do 10 minutes without a failure. A request without credentials
-is counted (`reason="missing"`, as a browser's first request for `/` is) but never penalised.
-At most `max_clients` clients are remembered, the least recently failing ones forgotten first.
+success checked in full (bcrypt, or the bearer token) forgets the client, and so do 10 minutes
+without a failure. A request without credentials is counted (`reason="missing"`, as a browser's
+first request for `/` is) but never penalised. At most `max_clients` clients are remembered, the
+least recently failing ones forgotten first.
+
+One exception, for basic auth (exporter/web/guard.py): credentials that were verified before (the
+success cache of exporter/web/basic_auth.py) are let through during a penalty, so that whatever
+fails from Prometheus's address (a stale scrape job, a guesser behind the same NAT) cannot keep
+Prometheus out. Comparing with the cache costs nothing, and answers differently for the right
+password, so during a penalty it is rationed (`may_check_cache`): at most one comparison per
+`AUTH_PENALTY_CACHE_CHECK_INTERVAL` seconds per client, in bursts of
+`AUTH_PENALTY_CACHE_CHECK_BURST`, or the penalty would become a guessing oracle as fast as the
+network. Such a cached success does not forget the client either: a scrape every few seconds
+would otherwise wipe out the record of whoever fails beside it.
 """
 
 from __future__ import annotations
@@ -30,6 +41,8 @@ from fastapi.responses import JSONResponse
 from exporter.defaults import (
     AUTH_FORGET_AFTER,
     AUTH_FREE_FAILURES,
+    AUTH_PENALTY_CACHE_CHECK_BURST,
+    AUTH_PENALTY_CACHE_CHECK_INTERVAL,
     AUTH_PENALTY_FIRST,
     AUTH_PENALTY_MAX,
 )
@@ -43,15 +56,20 @@ class _Client:
     failures: int = 0
     last: float = 0.0
     until: float = 0.0  # end of the current penalty (monotonic)
+    cache_checks: float = math.inf  # comparisons with the success cache left (a token bucket)
+    cache_checked: float = 0.0  # when that bucket was last filled up
 
 
 class AuthFailures:
     def __init__(self, *, clock: Callable[[], float] = time.monotonic,
                  free: int = AUTH_FREE_FAILURES, first: float = AUTH_PENALTY_FIRST,
                  cap: float = AUTH_PENALTY_MAX, forget: float = AUTH_FORGET_AFTER,
-                 max_clients: int = 10_000) -> None:
+                 max_clients: int = 10_000,
+                 cache_check_interval: float = AUTH_PENALTY_CACHE_CHECK_INTERVAL,
+                 cache_check_burst: int = AUTH_PENALTY_CACHE_CHECK_BURST) -> None:
         self._clock, self._free, self._first, self._cap = clock, free, first, cap
         self._forget, self._max = forget, max_clients
+        self._cache_interval, self._cache_burst = cache_check_interval, cache_check_burst
         self.counts = {(path, reason): 0 for path in AUTH_PATHS for reason in AUTH_FAILURE_REASONS}
         self._clients: OrderedDict[str, _Client] = OrderedDict()
 
@@ -70,6 +88,22 @@ class AuthFailures:
             return None
         self.counts[(self.path_label(path), "throttled")] += 1
         return left
+
+    def may_check_cache(self, client: str | None) -> bool:
+        """Whether this client's basic-auth credentials may be compared with the cache of
+        verified ones now: always, except during a penalty, when the comparisons are rationed
+        (the module's docstring says why). A True during a penalty uses up one comparison."""
+        record = self._record(client, create=False)
+        now = self._clock()
+        if record is None or record.until <= now:
+            return True
+        refill = (now - record.cache_checked) / self._cache_interval
+        record.cache_checks = min(float(self._cache_burst), record.cache_checks + refill)
+        record.cache_checked = now
+        if record.cache_checks >= 1:
+            record.cache_checks -= 1
+            return True
+        return False
 
     def missing(self, path: str, client: str | None, scheme: str) -> None:
         self.counts[(self.path_label(path), "missing")] += 1
@@ -107,6 +141,10 @@ class AuthFailures:
     def throttled_clients(self) -> int:
         now = self._clock()
         return sum(1 for r in self._clients.values() if r.until > now)
+
+    def remembered_clients(self) -> int:
+        """Clients with failures on record (at most `max_clients`)."""
+        return len(self._clients)
 
     def _record(self, client: str | None, *, create: bool) -> _Client | None:
         if client is None:
@@ -146,6 +184,9 @@ def bearer_denied(request: Request, token: bytes, failures: AuthFailures,
     if not header:
         failures.missing(path, client, "bearer")
         return _unauthorized()
+    # The penalty first, before the token is looked at: comparing a token costs nothing, so
+    # looking at it during a penalty would answer guesses as fast as they come (basic auth's
+    # success cache is rationed for the same reason, exporter/web/guard.py).
     wait = failures.penalty(path, client)
     if wait is not None:
         return too_many(wait)

@@ -35,16 +35,28 @@ class BasicAuth:
         self._lock = asyncio.Lock()
         self._dummies: dict[bytes, bytes] = {}
 
-    async def verify(self, users: Mapping[str, bytes], user: str, password: bytes) -> bool:
+    def cached(self, users: Mapping[str, bytes], user: str, password: bytes) -> bool:
+        """True when these exact credentials were verified before (against the hash the user has
+        now): no bcrypt, a keyed hash and a lookup."""
         hashed = users.get(user)
-        key = b""
-        if hashed is not None:
-            name = user.encode()
-            key = hmac.new(self._key, b"%d:%b%d:%b%b" % (len(name), name, len(hashed), hashed,
-                                                         password), hashlib.sha256).digest()
-            if key in self._ok:
-                self._ok.move_to_end(key)
-                return True
+        if hashed is None:
+            return False
+        key = self._cache_key(user, hashed, password)
+        if key in self._ok:
+            self._ok.move_to_end(key)
+            return True
+        return False
+
+    def _cache_key(self, user: str, hashed: bytes, password: bytes) -> bytes:
+        name = user.encode()
+        return hmac.new(self._key, b"%d:%b%d:%b%b" % (len(name), name, len(hashed), hashed,
+                                                      password), hashlib.sha256).digest()
+
+    async def verify(self, users: Mapping[str, bytes], user: str, password: bytes) -> bool:
+        if self.cached(users, user, password):
+            return True
+        hashed = users.get(user)
+        key = b"" if hashed is None else self._cache_key(user, hashed, password)
         async with self._lock:
             reference = hashed if hashed is not None else await asyncio.to_thread(self._dummy, users)
             matches = await asyncio.to_thread(_checkpw, password, reference)

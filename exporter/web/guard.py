@@ -83,10 +83,19 @@ class WebGuard:
         if header is None:
             self.failures.missing(path, client, "basic")
             return _unauthorized
+        user, password = _basic_credentials(header)
+        # Credentials verified before (no bcrypt) pass even while this address is slowed down:
+        # what fails beside Prometheus (a stale job, a guesser behind the same NAT) must not keep
+        # it out. Rationed during a penalty (exporter/web/auth.py), or the cache would answer
+        # guesses at network speed; a cached success leaves the failure record as it is.
+        if user is not None and self.failures.may_check_cache(client) \
+                and self.basic.cached(users, user, password):
+            return None
+        # Anything else waits out the penalty unseen: a bcrypt check per guess is what the
+        # penalty exists to ration.
         wait = self.failures.penalty(path, client)
         if wait is not None:
             return too_many(wait)
-        user, password = _basic_credentials(header)
         if user is not None and await self.basic.verify(users, user, password):
             self.failures.succeeded(client)
             return None

@@ -61,7 +61,7 @@ def test_remembered_clients_are_bounded() -> None:
     failures = AuthFailures(max_clients=100)
     for i in range(1000):
         failures.failed("/metrics", f"10.0.{i // 256}.{i % 256}", "bearer")
-    assert len(failures._clients) == 100
+    assert failures.remembered_clients() == 100
 
 
 def test_unknown_paths_count_as_other() -> None:
@@ -71,13 +71,15 @@ def test_unknown_paths_count_as_other() -> None:
 
 
 class Sidecar:
-    def __init__(self, tmp_path: Path, **web: Any) -> None:
+    def __init__(self, tmp_path: Path, failures: AuthFailures | None = None, **web: Any) -> None:
         token_file = tmp_path / "token"
         token_file.write_text(TOKEN)
         extra: dict[str, Any] = {"events_token_file": token_file}
         if web:
             extra["web_config_file"] = write_web_config(tmp_path / "web.yml", **web)
         self.sidecar = make_sidecar(StubEngine(), tmp_path / "state", **extra)
+        if failures is not None:  # with a clock of the test's (its counts are not exported then)
+            self.sidecar.auth_failures = failures
         app: Any = build_app(self.sidecar.loop, self.sidecar.cache, self.sidecar.status,
                              self.sidecar.events_token, self.sidecar.phases, page=self.sidecar.page,
                              auth_failures=self.sidecar.auth_failures)
@@ -257,3 +259,46 @@ def test_configured_headers_and_the_rate_limit(tmp_path: Path) -> None:
     assert first.headers["x-content-type-options"] == "nosniff"
     assert third.status_code == 429
     assert health.status_code == 200  # probes are never rate limited
+
+
+def test_verified_credentials_pass_while_their_address_is_slowed_down(
+        tmp_path: Path, bcrypt_calls: list[bytes]) -> None:
+    """Prometheus shares its address with something that keeps failing: its password, verified
+    before, still gets through (from the success cache, no bcrypt); everything else waits out
+    the penalty unseen, and the cache itself is compared with at most once a second."""
+    now = [1000.0]
+    failures = AuthFailures(clock=lambda: now[0], first=30.0)
+    env = Sidecar(tmp_path, failures, users={"prometheus": PASSWORD, "alice": "alice-Pa55"})
+    right = _basic("prometheus", PASSWORD)
+
+    async def go(c: httpx.AsyncClient) -> dict[str, Any]:
+        out: dict[str, Any] = {"first": (await c.get("/metrics", headers=right)).status_code}
+        out["guesses"] = [(await c.get("/metrics", headers=_basic("prometheus", f"guess-{i}")))
+                          .status_code for i in range(6)]  # five free, the sixth: 30 s penalty
+        before = len(bcrypt_calls)
+        out["scrape"] = (await c.get("/metrics", headers=right)).status_code
+        out["status"] = (await c.get("/status", headers=right)).status_code
+        out["guess"] = (await c.get("/metrics", headers=_basic("prometheus", "guess-6"))).status_code
+        out["bcrypt"] = len(bcrypt_calls) - before
+        # Three comparisons in a burst are used up: the right password waits too, for a second.
+        out["rationed"] = (await c.get("/metrics", headers=right)).status_code
+        now[0] += 1.0
+        out["a second later"] = (await c.get("/metrics", headers=right)).status_code
+        # Right, but never verified: waits out the penalty (no bcrypt during a penalty).
+        now[0] += 1.0
+        out["alice"] = (await c.get("/metrics", headers=_basic("alice", "alice-Pa55"))).status_code
+        out["bcrypt after"] = len(bcrypt_calls) - before
+        out["throttled clients"] = failures.throttled_clients()
+        return out
+
+    out = env.run(go)
+    assert out["first"] == 200
+    assert out["guesses"] == [401] * 6
+    assert out["scrape"] == out["status"] == 200  # from the cache, inside the penalty
+    assert out["guess"] == 429 and out["bcrypt"] == 0
+    assert out["rationed"] == 429 and out["a second later"] == 200
+    assert out["alice"] == 429 and out["bcrypt after"] == 0
+    # The cached successes did not wipe out the record of the failing neighbour.
+    assert out["throttled clients"] == 1
+    assert failures.counts[("/metrics", "wrong")] == 6
+    assert failures.counts[("/metrics", "throttled")] == 3
