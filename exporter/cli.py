@@ -10,6 +10,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import structlog
+
 from exporter import config as cfg
 from exporter import logs
 from exporter.version import DISTRIBUTION, PYTHON_VERSION, VERSION
@@ -162,7 +164,11 @@ def run(args: argparse.Namespace) -> int:
         try:
             config = cfg.load(args, args.command)
         except cfg.ConfigError as exc:
-            print(f"helios-exporter {args.command}: {exc}", file=sys.stderr)
+            # One event in the log format asked for (a log pipeline parses it like every other
+            # line), with every error in it; the format itself may be what is wrong.
+            logs.configure(cfg.requested_log_format(args), "info")
+            structlog.get_logger("helios_exporter").error("config_invalid", command=args.command,
+                                              errors=exc.errors)
             return 2
         logs.configure(config.log_format, config.log_level)
         if args.command == "serve":

@@ -179,8 +179,28 @@ def parse_bool(text: str) -> bool | None:
     return True if text in _TRUE else False if text in _FALSE else None
 
 
+_BY_DEST = {opt.dest: opt for opt in OPTIONS}
+
+
+def _named(dest: str) -> str:
+    """How an error names an option: its flag and its variable (either may have set it)."""
+    opt = _BY_DEST[dest]
+    return f"{opt.flag} / {opt.env}"
+
+
+def requested_log_format(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> str:
+    """The --log-format asked for (flag, then variable), or the default when it is not one:
+    configuration errors are reported in it, before the configuration as a whole is valid."""
+    environ = os.environ if environ is None else environ
+    raw = getattr(args, "log_format", None)
+    if raw is None:
+        raw = environ.get(_BY_DEST["log_format"].env)
+    text = str(raw).strip() if raw is not None else ""
+    return text if text in LOG_FORMATS else defaults.LOG_FORMAT
+
+
 def _convert(opt: Option, raw: Any, errors: list[str]) -> Any:
-    where = f"{opt.flag} / {opt.env}"
+    where = _named(opt.dest)
     conv: dict[str, Callable[[str], Any]] = {"float": float, "int": int, "str": str, "path": Path}
     if opt.kind == "bool":
         if isinstance(raw, bool):
@@ -231,7 +251,7 @@ def load(args: argparse.Namespace, command: str, environ: Mapping[str, str] | No
             raw = opt.default
         values[opt.dest] = _convert(opt, raw, errors)
     if values.get("engine_url") is None:
-        errors.append("--engine-url / HELIOS_EXPORTER_ENGINE_URL is required")
+        errors.append(f"{_named('engine_url')} is required")
     listen = values.pop("listen", (defaults.LISTEN_HOST, defaults.LISTEN_PORT))
     values["listen_host"], values["listen_port"] = listen
     _validate(values, errors)
@@ -252,7 +272,7 @@ _NULLABLE = {
 def _validate(v: dict[str, Any], errors: list[str]) -> None:
     def positive(key: str) -> None:
         if key in v and isinstance(v[key], int | float) and not v[key] > 0:
-            errors.append(f"--{key.replace('_', '-')}: must be greater than 0, got {v[key]}")
+            errors.append(f"{_named(key)}: must be greater than 0, got {v[key]}")
 
     for key in ("poll_interval", "timeout", "max_response_bytes", "nvml_timeout",
                 "request_cutoff", "restore_bound", "preflight_max_tokens", "preflight_timeout",
@@ -261,18 +281,21 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
         positive(key)
     _validate_pins(v, errors)
     if "down_grace" in v and v["down_grace"] < 0:
-        errors.append(f"--down-grace: must be 0 or more, got {v['down_grace']}")
+        errors.append(f"{_named('down_grace')}: must be 0 or more, got {v['down_grace']}")
     if v.get("request_cutoff", 0) > v.get("restore_bound", float("inf")):
-        errors.append("--request-cutoff: must not be later than --restore-bound")
+        errors.append(f"{_named('request_cutoff')}: must not be later than "
+                      f"{_named('restore_bound')}")
     if v.get("log_format", defaults.LOG_FORMAT) not in LOG_FORMATS:
-        errors.append(f"--log-format: expected {_one_of(LOG_FORMATS)}, got {v['log_format']!r}")
+        errors.append(f"{_named('log_format')}: expected {_one_of(LOG_FORMATS)}, "
+                      f"got {v['log_format']!r}")
     if v.get("log_level", defaults.LOG_LEVEL) not in LOG_LEVELS:
-        errors.append(f"--log-level: expected {_one_of(LOG_LEVELS)}, got {v['log_level']!r}")
+        errors.append(f"{_named('log_level')}: expected {_one_of(LOG_LEVELS)}, "
+                      f"got {v['log_level']!r}")
     for key in ("events_token_file", "preflight_auth_file"):
         path = v.get(key)
         if path is None:
             continue
-        flag = f"--{key.replace('_', '-')}"
+        flag = _named(key)
         if not Path(path).is_file():
             errors.append(f"{flag}: {path} is not a readable file")
             continue
@@ -292,7 +315,8 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
         try:
             load(Path(v["web_config_file"]))
         except WebConfigError as exc:
-            errors += [f"--web-config-file {v['web_config_file']}: {e}" for e in exc.errors]
+            errors += [f"{_named('web_config_file')} {v['web_config_file']}: {e}"
+                       for e in exc.errors]
 
 
 def _validate_pins(v: dict[str, Any], errors: list[str]) -> None:
@@ -301,14 +325,14 @@ def _validate_pins(v: dict[str, Any], errors: list[str]) -> None:
         # The engine's value must be a label value to be compared (the snapshot schema's pattern);
         # a pin that is not one could never match.
         if text is not None and not label_value_ok(text):
-            errors.append(f"--{key.replace('_', '-')}: expected 1-128 characters of "
+            errors.append(f"{_named(key)}: expected 1-128 characters of "
                           f"[A-Za-z0-9._:@/+=-], got {text!r}")
     ranks = v.get("expect_ranks")
     if ranks is not None and not 1 <= ranks <= max_ranks():
-        errors.append(f"--expect-ranks: must be 1 to {max_ranks()}, got {ranks}")
+        errors.append(f"{_named('expect_ranks')}: must be 1 to {max_ranks()}, got {ranks}")
     if v.get("expect_power_limit_watts") is not None and v.get("no_nvml"):
-        errors.append("--expect-power-limit-watts: needs NVML to read the limit; "
-                      "drop --no-nvml or the pin")
+        errors.append(f"{_named('expect_power_limit_watts')}: needs NVML to read the limit; "
+                      f"drop {_named('no_nvml')} or the pin")
 
 
 def _one_of(values: Sequence[str]) -> str:

@@ -6,6 +6,7 @@ Only parsing is exercised; no server is started.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import subprocess
@@ -118,10 +119,55 @@ def test_serve_and_check_leave_the_environment_to_the_config_loader(
     assert parse("check").engine_url is None
 
 
-def test_run_reports_config_errors_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    args = parse("check", "--engine-url", "http://e:1", "--timeout", "nan")
-    assert cli.run(args) == 2
-    assert "--timeout" in capsys.readouterr().err
+BAD = ["--engine-url", "ftp://engine", "--poll-interval", "0"]
+BAD_ERRORS = [
+    "--engine-url / HELIOS_EXPORTER_ENGINE_URL: expected an http(s) URL, got 'ftp://engine'",
+    "--poll-interval / HELIOS_EXPORTER_POLL_INTERVAL: must be greater than 0, got 0.0",
+    "--max-series-per-family / HELIOS_EXPORTER_MAX_SERIES_PER_FAMILY: must be greater than 0, "
+    "got 0",
+]
+
+
+def _serve_badly(*extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HELIOS_EXPORTER_")}
+    environ["HELIOS_EXPORTER_MAX_SERIES_PER_FAMILY"] = "0"
+    return subprocess.run([sys.executable, "-m", "exporter", "serve", *BAD, *extra],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env=environ | (env or {}))
+
+
+def test_config_errors_are_one_json_event_with_exit_2() -> None:
+    """Every error at once, in the log format asked for: one line a log pipeline parses."""
+    done = _serve_badly("--log-format", "json")
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    event = json.loads(line)
+    assert (event["event"], event["level"], event["command"]) == ("config_invalid", "error",
+                                                                  "serve")
+    assert event["errors"] == BAD_ERRORS
+    assert done.stdout == ""
+
+
+def test_config_errors_in_logfmt_and_on_the_console() -> None:
+    done = _serve_badly(env={"HELIOS_EXPORTER_LOG_FORMAT": "logfmt"})
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("timestamp=") and " level=error event=config_invalid command=serve " \
+        in line
+    assert all(error in line for error in BAD_ERRORS)
+    done = _serve_badly("--log-format", "console")
+    assert done.returncode == 2
+    assert "config_invalid" in done.stderr and all(e in done.stderr for e in BAD_ERRORS)
+    assert not done.stderr.lstrip().startswith("{")
+
+
+def test_an_invalid_log_format_is_reported_in_the_default_format() -> None:
+    """Not a terminal: the default (auto) is JSON, the format error among the others."""
+    done = _serve_badly("--log-format", "xml")
+    assert done.returncode == 2
+    event = json.loads(done.stderr)
+    assert event["errors"] == [*BAD_ERRORS, "--log-format / HELIOS_EXPORTER_LOG_FORMAT: expected "
+                               "auto, json, logfmt or console, got 'xml'"]
 
 
 def test_version_names_the_package_and_python() -> None:

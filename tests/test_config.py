@@ -71,7 +71,8 @@ def test_empty_events_token_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(cfg.ConfigError) as info:
         parse(["--engine-url", "http://e:1", "--events-token-file", str(token)])
     (error,) = info.value.errors
-    assert error.startswith("--events-token-file:") and "empty" in error
+    assert error.startswith("--events-token-file / HELIOS_EXPORTER_EVENTS_TOKEN_FILE:")
+    assert "empty" in error
 
 
 def test_token_and_auth_files_that_cannot_be_read_are_config_errors(tmp_path: Path) -> None:
@@ -92,8 +93,10 @@ def test_token_and_auth_files_that_cannot_be_read_are_config_errors(tmp_path: Pa
         token.chmod(0o600)
     errors = info.value.errors
     assert len(errors) == 3
-    assert errors[1].startswith("--events-token-file: cannot read") and "ermission" in errors[1]
-    assert errors[2].startswith("--preflight-auth-file: cannot read")
+    assert errors[1].startswith("--events-token-file / HELIOS_EXPORTER_EVENTS_TOKEN_FILE: cannot "
+                                "read") and "ermission" in errors[1]
+    assert errors[2].startswith("--preflight-auth-file / HELIOS_EXPORTER_PREFLIGHT_AUTH_FILE: "
+                                "cannot read")
 
 
 def test_unreadable_auth_file_is_a_config_error(tmp_path: Path) -> None:
@@ -103,8 +106,8 @@ def test_unreadable_auth_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(cfg.ConfigError) as info:
         parse(["--engine-url", "http://e:1", "--preflight-auth-file", str(auth),
                "--events-token-file", str(tmp_path)])
-    assert [e.split(":")[0] for e in info.value.errors] == ["--events-token-file",
-                                                            "--preflight-auth-file"]
+    assert [e.split(" / ")[0] for e in info.value.errors] == ["--events-token-file",
+                                                              "--preflight-auth-file"]
 
 
 def test_valid_token_and_auth_files_load(tmp_path: Path) -> None:
@@ -125,7 +128,8 @@ def test_an_unknown_log_format_names_the_choices() -> None:
     with pytest.raises(cfg.ConfigError) as info:
         parse(["--engine-url", "http://e:1", "--log-format", "xml"])
     assert info.value.errors == [
-        "--log-format: expected auto, json, logfmt or console, got 'xml'"]
+        "--log-format / HELIOS_EXPORTER_LOG_FORMAT: expected auto, json, logfmt or console, "
+        "got 'xml'"]
 
 
 def test_pins_are_read_from_flags_and_environment() -> None:
@@ -146,16 +150,48 @@ def test_bad_pins_are_config_errors() -> None:
         parse(["--engine-url", "http://e:1", "--expect-package", "helios 2.14",
                "--expect-checkpoint", "", "--expect-ranks", "0",
                "--expect-power-limit-watts", "-5", "--expect-image-digest", "x" * 129])
-    assert [e.split(":")[0] for e in info.value.errors] == [
+    assert [e.split(" / ")[0] for e in info.value.errors] == [
         "--expect-power-limit-watts", "--expect-image-digest", "--expect-package",
         "--expect-checkpoint", "--expect-ranks"]
     with pytest.raises(cfg.ConfigError) as info:
         parse(["--engine-url", "http://e:1", "--expect-ranks", "65"])
-    assert info.value.errors == ["--expect-ranks: must be 1 to 64, got 65"]
+    assert info.value.errors == [
+        "--expect-ranks / HELIOS_EXPORTER_EXPECT_RANKS: must be 1 to 64, got 65"]
 
 
 def test_a_power_limit_pin_needs_nvml() -> None:
     with pytest.raises(cfg.ConfigError) as info:
         parse(["--engine-url", "http://e:1", "--no-nvml", "--expect-power-limit-watts", "300"])
     (error,) = info.value.errors
-    assert error.startswith("--expect-power-limit-watts: needs NVML")
+    assert error.startswith("--expect-power-limit-watts / HELIOS_EXPORTER_EXPECT_POWER_LIMIT_WATTS: "
+                            "needs NVML")
+
+
+def test_every_error_names_the_variable_too() -> None:
+    """A value from the environment is as likely as a flag: each error names both."""
+    env = {"HELIOS_EXPORTER_ENGINE_URL": "http://e:1", "HELIOS_EXPORTER_MAX_SERIES_PER_FAMILY": "0",
+           "HELIOS_EXPORTER_DOWN_GRACE": "-1", "HELIOS_EXPORTER_REQUEST_CUTOFF": "600",
+           "HELIOS_EXPORTER_RESTORE_BOUND": "60", "HELIOS_EXPORTER_LOG_LEVEL": "loud",
+           "HELIOS_EXPORTER_EXPECT_RANKS": "65"}
+    with pytest.raises(cfg.ConfigError) as info:
+        parse([], env)
+    assert info.value.errors == [
+        "--max-series-per-family / HELIOS_EXPORTER_MAX_SERIES_PER_FAMILY: must be greater than 0, "
+        "got 0",
+        "--expect-ranks / HELIOS_EXPORTER_EXPECT_RANKS: must be 1 to 64, got 65",
+        "--down-grace / HELIOS_EXPORTER_DOWN_GRACE: must be 0 or more, got -1.0",
+        "--request-cutoff / HELIOS_EXPORTER_REQUEST_CUTOFF: must not be later than "
+        "--restore-bound / HELIOS_EXPORTER_RESTORE_BOUND",
+        "--log-level / HELIOS_EXPORTER_LOG_LEVEL: expected debug, info, warning or error, "
+        "got 'loud'",
+    ]
+
+
+@pytest.mark.parametrize(("flag", "env", "chosen"), [
+    (None, None, "auto"), ("json", "logfmt", "json"), (None, "logfmt", "logfmt"),
+    ("xml", "json", "auto"), (None, " console ", "console")])
+def test_the_log_format_for_configuration_errors(flag: str | None, env: str | None,
+                                                 chosen: str) -> None:
+    args = argparse.Namespace(log_format=flag)
+    environ = {} if env is None else {"HELIOS_EXPORTER_LOG_FORMAT": env}
+    assert cfg.requested_log_format(args, environ) == chosen

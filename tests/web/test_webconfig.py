@@ -171,7 +171,8 @@ def test_serve_reports_web_config_errors_with_the_others(tmp_path: Path) -> None
          str(tmp_path / "s"), "--no-nvml"], capture_output=True, text=True, timeout=60,
         check=False)
     assert done.returncode == 2, done.stderr
-    assert "--http-read-timeout: must be greater than 0" in done.stderr
+    assert "--http-read-timeout / HELIOS_EXPORTER_HTTP_READ_TIMEOUT: must be greater than 0" \
+        in done.stderr
     assert "basic_auth_users.alice: not a bcrypt hash" in done.stderr
     assert "bogus: unknown field" in done.stderr
     assert "Traceback" not in done.stderr
