@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from exporter import defaults
+from exporter import defaults, placeholders
 from exporter.logs import FORMATS as LOG_FORMATS
 from exporter.logs import LEVELS as LOG_LEVELS
 from exporter.pins import POWER_LIMIT_TOLERANCE_WATTS
@@ -308,6 +308,10 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
             continue
         if key == "events_token_file" and not content.strip():
             errors.append(f"{flag}: {path} is empty (it must hold the bearer token)")
+        elif key == "events_token_file" and content.strip() == placeholders.EVENTS_TOKEN.encode():
+            errors.append(f"{flag}: {path} holds the placeholder token of the deployment example "
+                          "(deploy/kubernetes/secret-events-token.yaml), which anyone can read: "
+                          "put a random token in the Secret, e.g. `openssl rand -hex 32`")
     if v.get("web_config_file") is not None:
         # Loaded here (certificates and keys included) only to report its problems with the
         # others; the sidecar loads it again, and again whenever it changes.

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from exporter import config as cfg
+from exporter import placeholders
 from tests.conftest import ROOT
 
 
@@ -195,3 +196,15 @@ def test_the_log_format_for_configuration_errors(flag: str | None, env: str | No
     args = argparse.Namespace(log_format=flag)
     environ = {} if env is None else {"HELIOS_EXPORTER_LOG_FORMAT": env}
     assert cfg.requested_log_format(args, environ) == chosen
+
+
+def test_the_example_events_token_is_refused(tmp_path: Path) -> None:
+    """deploy/kubernetes ships a placeholder token: anyone could post events with it."""
+    token = tmp_path / "token"
+    token.write_text(placeholders.EVENTS_TOKEN + "\n")
+    with pytest.raises(cfg.ConfigError) as info:
+        parse(["--engine-url", "http://e:1", "--events-token-file", str(token)])
+    (error,) = info.value.errors
+    assert error.startswith("--events-token-file / HELIOS_EXPORTER_EVENTS_TOKEN_FILE: "
+                            f"{token} holds the placeholder token of the deployment example")
+    assert placeholders.EVENTS_TOKEN not in error

@@ -1,4 +1,4 @@
-"""Certificates made with `cryptography` (the test extra) for the tests and benchmarks of TLS: a
+"""Certificates made with `cryptography` (a dependency of the exporter) for the tests and benchmarks of TLS: a
 CA, server and client certificates (good, expired, from another CA, with other SANs), bcrypt
 hashes, and web configuration files (`--web-config-file`)."""
 

@@ -49,6 +49,7 @@ class WebConfigState:
         self.path = path
         self._clock, self._wall, self._recheck = clock, wall, recheck
         self._config, self._tls = webconfig.load(path)
+        _warn(path, self._tls)
         self.tls_enabled = self._config.tls is not None
         self._signature = signature(self._config.files())
         self._failed: Signature | None = None
@@ -88,6 +89,7 @@ class WebConfigState:
                       keeping="the last configuration that loaded")
             return
         self._config, self._tls = config, tls
+        _warn(self.path, tls)
         self._signature = signature(config.files())
         self._failed = None
         self.last_reload_ok = True
@@ -95,3 +97,8 @@ class WebConfigState:
         self.reloads["success"] += 1
         log.info("web_config_reloaded", file=str(self.path), tls=self.tls_enabled,
                  basic_auth_users=len(config.users))
+
+
+def _warn(path: Path, tls: TlsSettings | None) -> None:
+    for warning in tls.warnings if tls is not None else ():
+        log.warning("web_config_warning", file=str(path), warning=warning)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exporter.web import certs
+
 TLS_VERSIONS: Mapping[str, ssl.TLSVersion] = {
     "TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
     "TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3,
@@ -75,42 +77,74 @@ class TlsConfig:
 
 @dataclass(frozen=True)
 class TlsSettings:
-    """What a new connection is upgraded with."""
+    """What a new connection is upgraded with, and what to warn about (a certificate outside
+    its validity period)."""
 
     context: ssl.SSLContext
     allowed_sans: frozenset[str] | None
+    warnings: tuple[str, ...] = ()
+
+
+class TlsError(ValueError):
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
 
 
 def build(tls: TlsConfig) -> TlsSettings:
-    """Raises ValueError with a message naming the field, on anything that does not load."""
+    """Raises TlsError listing every problem, each naming its field and file."""
+    errors: list[str] = []
+    cert_where, cert = _pem("cert", tls.cert_file, tls.cert_pem, errors)
+    key_where, key = _pem("key", tls.key_file, tls.key_pem, errors)
+    warnings: list[str] = []
+    if cert is not None and key is not None:
+        warnings = certs.check_pair(cert, cert_where, key, key_where, errors)
+    ca_where, ca = _pem("client_ca", tls.client_ca_file, tls.client_ca_pem, errors)
+    if ca is not None:
+        certs.certificates(ca, ca_where, errors)
+    if errors:
+        raise TlsError(errors)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = TLS_VERSIONS[tls.min_version]
     ctx.maximum_version = TLS_VERSIONS[tls.max_version]
+    # OpenSSL has the last word on what it loads (its errors name no file: checked above).
     try:
-        with _as_file(tls.cert_file, tls.cert_pem) as cert, _as_file(tls.key_file, tls.key_pem) as key:
-            ctx.load_cert_chain(cert, key, password=_no_password)
+        with pem_path(tls.cert_file, tls.cert_pem) as cert_path, \
+                pem_path(tls.key_file, tls.key_pem) as key_path:
+            ctx.load_cert_chain(cert_path, key_path, password=_no_password)
     except (ssl.SSLError, OSError, ValueError) as exc:
-        raise ValueError(f"tls_server_config: cannot load the certificate and key: {_why(exc)}") from exc
+        raise TlsError([f"{cert_where} and {key_where}: OpenSSL cannot load them: "
+                        f"{_why(exc)}"]) from exc
     ctx.verify_mode = CLIENT_AUTH[tls.client_auth_type]
-    if tls.client_ca_file is not None or tls.client_ca_pem is not None:
+    if ca is not None:
         try:
-            if tls.client_ca_file is not None:
-                ctx.load_verify_locations(cafile=str(tls.client_ca_file))
-            else:
-                ctx.load_verify_locations(cadata=tls.client_ca_pem)
+            ctx.load_verify_locations(cadata=ca.decode("ascii", errors="replace"))
         except (ssl.SSLError, OSError, ValueError) as exc:
-            raise ValueError(f"tls_server_config: cannot load the client CA: {_why(exc)}") from exc
+            raise TlsError([f"{ca_where}: OpenSSL cannot load it: {_why(exc)}"]) from exc
     openssl = [name for s in tls.cipher_suites if (name := CIPHER_SUITES[s])]
     if openssl:
         try:
             ctx.set_ciphers(":".join(openssl))
         except ssl.SSLError as exc:
-            raise ValueError(f"tls_server_config.cipher_suites: {_why(exc)}") from exc
+            raise TlsError([f"tls_server_config.cipher_suites: {_why(exc)}"]) from exc
     if tls.prefer_server_cipher_suites:
         ctx.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
     sans = None if tls.client_allowed_sans is None else frozenset(
         _normal_san(s) for s in tls.client_allowed_sans)
-    return TlsSettings(ctx, sans)
+    return TlsSettings(ctx, sans, tuple(warnings))
+
+
+def _pem(field: str, path: Path | None, inline: str | None,
+         errors: list[str]) -> tuple[str, bytes | None]:
+    """How errors name it (`tls_server_config.cert_file /etc/tls.crt`), and its bytes."""
+    if path is None:
+        return f"tls_server_config.{field} (inline)", None if inline is None else inline.encode()
+    where = f"tls_server_config.{field}_file {path}"
+    try:
+        return where, path.read_bytes()
+    except OSError as exc:
+        errors.append(f"{where}: cannot read it: {exc.strerror or exc}")
+        return where, None
 
 
 def san_allowed(peercert: Any, allowed: frozenset[str]) -> bool:
@@ -144,7 +178,7 @@ def _why(exc: BaseException) -> str:
     return str(exc)
 
 
-class _as_file:  # a context manager used like a function
+class pem_path:  # a context manager used like a function
     """A path for `load_cert_chain`, which reads only files: the file itself, or inline PEM in an
     anonymous memory file (never on disk: it may be a private key)."""
 

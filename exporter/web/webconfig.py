@@ -17,24 +17,33 @@ reads it (unknown keys are errors), with every problem reported at once:
       http2: true               # accepted; the sidecar speaks HTTP/1.1 (ALPN never offers h2)
       headers: {X-Content-Type-Options: nosniff}
     basic_auth_users:
-      prometheus: $2y$10$...    # bcrypt
+      prometheus: $2y$10$...    # bcrypt: $2y$ (htpasswd), $2b$ or $2a$
     rate_limit: {interval: 100ms, burst: 20}
 
 What the sidecar does not support is an error, not silently ignored: `curve_preferences` (Python's
 ssl module sets one curve, not a preference list) and the client-auth types that accept unverified
 certificates (see exporter/web/tls.py).
+
+Every hash is tried once when the file loads (bcrypt of the deployment example's placeholder
+password, exporter/placeholders.py), so that a hash bcrypt cannot check is an error here and not
+a 401 on every login, and a user still holding the example's hash is refused. `$2x$` hashes (from
+crypt_blowfish's pre-2011 bug for 8-bit passwords) and `$2$` are refused: python-bcrypt cannot
+check `$2$`, and no current tool makes either.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import bcrypt
 import yaml
 
+from exporter import placeholders
 from exporter.web import tls as tlsmod
 from exporter.web.tls import TlsConfig
 
@@ -50,7 +59,7 @@ _TOP = {"tls_server_config", "http_server_config", "basic_auth_users", "rate_lim
 _TLS = {"cert", "key", "client_ca", "cert_file", "key_file", "client_auth_type", "client_ca_file",
         "client_allowed_sans", "min_version", "max_version", "cipher_suites",
         "prefer_server_cipher_suites", "curve_preferences"}
-_BCRYPT = re.compile(r"^\$2[abxy]?\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}$")
+_BCRYPT = re.compile(r"^\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}$")
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -79,10 +88,7 @@ class WebConfig:
         return (self.path, *(self.tls.files() if self.tls else ()))
 
 
-def load(path: Path) -> tuple[WebConfig, tlsmod.TlsSettings | None]:
-    """The configuration and, with TLS, what a connection is upgraded with; `WebConfigError`
-    lists every problem."""
-    errors: list[str] = []
+def _read(path: Path) -> dict[str, Any]:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -93,6 +99,24 @@ def load(path: Path) -> tuple[WebConfig, tlsmod.TlsSettings | None]:
         raw = {}
     if not isinstance(raw, dict):
         raise WebConfigError([f"{path}: expected a mapping at the top, got {type(raw).__name__}"])
+    return raw
+
+
+def tls_config(path: Path) -> TlsConfig | None:
+    """Only `tls_server_config` of the file, without loading a certificate or checking a hash
+    (for the image's health check, exporter/healthcheck.py); None when TLS is off."""
+    errors: list[str] = []
+    tls = _tls(_mapping(_read(path), "tls_server_config", errors), path.parent, errors)
+    if errors:
+        raise WebConfigError(errors)
+    return tls
+
+
+def load(path: Path) -> tuple[WebConfig, tlsmod.TlsSettings | None]:
+    """The configuration and, with TLS, what a connection is upgraded with; `WebConfigError`
+    lists every problem."""
+    errors: list[str] = []
+    raw = _read(path)
     _unknown(raw, _TOP, "", errors)
     base = path.parent
     tls = _tls(_mapping(raw, "tls_server_config", errors), base, errors)
@@ -103,8 +127,8 @@ def load(path: Path) -> tuple[WebConfig, tlsmod.TlsSettings | None]:
     if tls is not None and not errors:
         try:
             settings = tlsmod.build(tls)
-        except ValueError as exc:
-            errors.append(str(exc))
+        except tlsmod.TlsError as exc:
+            errors += exc.errors
     if errors:
         raise WebConfigError(errors)
     return WebConfig(path, tls, users, headers, rate), settings
@@ -222,11 +246,35 @@ def _users(raw: dict[str, Any], errors: list[str]) -> dict[str, bytes]:
             continue
         # The hash is a secret too: never echoed back, even when it is wrong.
         if not isinstance(hashed, str) or not _BCRYPT.match(hashed):
-            errors.append(f"basic_auth_users.{user}: not a bcrypt hash ($2y$10$ and 53 "
-                          "characters, e.g. from `htpasswd -nBC 10 \"\" | tr -d ':\\n'`)")
+            errors.append(f"basic_auth_users.{user}: not a bcrypt hash bcrypt can check "
+                          f"({_MAKE_ONE})")
             continue
-        users[user] = hashed.encode()
+        verdict = _trial(hashed.encode())
+        if verdict is None:
+            errors.append(f"basic_auth_users.{user}: bcrypt cannot check this hash ({_MAKE_ONE})")
+        elif verdict:
+            errors.append(f"basic_auth_users.{user}: the hash of the deployment example's "
+                          "placeholder password (deploy/kubernetes-tls), which anyone can read: "
+                          f"choose a password, put it in the scrape Secret and its hash here "
+                          f"({_MAKE_ONE})")
+        else:
+            users[user] = hashed.encode()
     return users
+
+
+_MAKE_ONE = "$2y$, $2b$ or $2a$, a cost and 53 characters, e.g. from " \
+    "`htpasswd -nBC 10 \"\" | tr -d ':\\n'`"
+
+
+@functools.lru_cache(maxsize=256)
+def _trial(hashed: bytes) -> bool | None:
+    """True when `hashed` verifies the deployment example's password, False when it does not,
+    None when bcrypt cannot check it. One bcrypt per hash, remembered: a reload of an unchanged
+    file costs none."""
+    try:
+        return bcrypt.checkpw(placeholders.SCRAPE_PASSWORD.encode(), hashed)
+    except ValueError:
+        return None
 
 
 def _headers(raw: dict[str, Any], errors: list[str]) -> tuple[tuple[str, str], ...]:

@@ -4,6 +4,7 @@ together (tests/deploy/test_injection.py covers the component on workloads it ne
 
 from __future__ import annotations
 
+import argparse
 import copy
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from exporter import config as cfg
+from exporter import placeholders
 from exporter.defaults import RESTORE_BOUND
 
 from .conftest import KUBE, alert_job, find, kustomization, load_docs, pod_target, podmonitor_targets
@@ -219,11 +222,18 @@ def test_prometheusrule_and_dashboards_structure(objects: list[dict[str, Any]]) 
     assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
 
 
-def test_placeholder_secret_is_marked(objects: list[dict[str, Any]]) -> None:
-    # The committed token is a placeholder; make that impossible to miss.
+def test_placeholder_secret_is_marked_and_refused(objects: list[dict[str, Any]],
+                                                 tmp_path: Path) -> None:
+    # The committed token is a placeholder; make that impossible to miss, and impossible to run.
     secret = find(objects, "Secret")
-    assert "REPLACE" in secret["stringData"]["token"]
+    token = secret["stringData"]["token"]
+    assert "REPLACE" in token and token == placeholders.EVENTS_TOKEN
     assert "PLACEHOLDER" in (KUBE / "secret-events-token.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "token"
+    path.write_text(token)
+    args = argparse.Namespace(engine_url="http://127.0.0.1:8000", events_token_file=str(path))
+    with pytest.raises(cfg.ConfigError, match="placeholder token of the deployment example"):
+        cfg.load(args, "serve", {})
 
 
 def test_component_files_parse() -> None:

@@ -7,13 +7,16 @@ trusts that certificate's CA and name and sends the password whose hash the side
 from __future__ import annotations
 
 import copy
+import secrets
 from pathlib import Path
 from typing import Any
 
 import bcrypt
 import pytest
+import yaml
 
-from exporter.web.webconfig import load
+from exporter import placeholders
+from exporter.web.webconfig import WebConfigError, load
 from tools.pki import CA
 
 from .conftest import KUBE, find, kustomize
@@ -68,12 +71,21 @@ def test_the_sidecar_serves_tls_with_the_mounted_configuration(
     assert volumes[web["name"]]["secret"]["secretName"] == "helios-exporter-web"
     assert volumes[tls["name"]]["secret"]["secretName"] == settings["tls_secret"]
     assert config_file.name in secret_data(find(rendered, "Secret", "helios-exporter-web"))
-    # The mounted configuration loads, with a certificate as cert-manager would write it.
-    config, tls_settings = load(materialize(settings, tmp_path / "pod", CA(tmp_path / "pki")))
+    # As shipped, the web configuration holds the hash of the placeholder password Prometheus
+    # would send: the sidecar refuses to start with it.
+    shipped = yaml.safe_load(settings["web_config"])["basic_auth_users"][settings["username"]]
+    assert settings["password"] == placeholders.SCRAPE_PASSWORD
+    assert bcrypt.checkpw(settings["password"].encode(), shipped.encode())
+    ca = CA(tmp_path / "pki")
+    with pytest.raises(WebConfigError, match="placeholder password"):
+        load(materialize(settings, tmp_path / "shipped", ca))
+    # With a password of one's own (and its hash) it loads, with a certificate as cert-manager
+    # would write it.
+    password = secrets.token_urlsafe(24)
+    config, tls_settings = load(materialize(settings, tmp_path / "pod", ca, password))
     assert tls_settings is not None and config.tls is not None
     assert config.tls.cert_file is not None and str(config.tls.cert_file).endswith("tls/tls.crt")
-    # ... and holds the hash of the password Prometheus sends.
-    assert bcrypt.checkpw(settings["password"].encode(), config.users[settings["username"]])
+    assert bcrypt.checkpw(password.encode(), config.users[settings["username"]])
 
 
 @pytest.mark.parametrize("version", KUBE_VERSIONS)

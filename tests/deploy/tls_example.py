@@ -1,5 +1,8 @@
 """What deploy/kubernetes-tls configures, read from its rendering, and the sidecar's two mounts
-materialized on disk: shared by tests/deploy/test_tls_example.py and tests/e2e/test_tls_e2e.py."""
+materialized on disk: shared by tests/deploy/test_tls_example.py and tests/e2e/test_tls_e2e.py.
+
+The example's scrape password is a placeholder the sidecar refuses (exporter/placeholders.py): a
+test that runs the sidecar replaces it, and its hash, as the docs tell an operator to."""
 
 from __future__ import annotations
 
@@ -7,7 +10,9 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from tools.pki import CA
+import yaml
+
+from tools.pki import CA, bcrypt_hash
 
 from .conftest import DEPLOY, find
 
@@ -34,9 +39,10 @@ def example_settings(rendered: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def materialize(settings: dict[str, Any], root: Path, ca: CA) -> Path:
+def materialize(settings: dict[str, Any], root: Path, ca: CA, password: str | None = None) -> Path:
     """The two mounts of the sidecar under `root`, with a certificate for the example's name
-    issued by `ca`; returns the web configuration file (its paths moved under `root` too)."""
+    issued by `ca`; returns the web configuration file (its paths moved under `root` too).
+    `password`: the scrape password to replace the placeholder's hash with (as is: None)."""
     server = ca.issue("sidecar", server=True, dns=tuple(settings["dns_names"]), ips=())
     tls = root / TLS_MOUNT.lstrip("/")
     web = root / WEB_MOUNT.lstrip("/")
@@ -46,5 +52,10 @@ def materialize(settings: dict[str, Any], root: Path, ca: CA) -> Path:
     (tls / "tls.key").write_bytes(server.key.read_bytes())
     (tls / "ca.crt").write_bytes(ca.path.read_bytes())
     config = web / "web-config.yml"
-    config.write_text(settings["web_config"].replace(TLS_MOUNT, str(tls)))
+    text = settings["web_config"].replace(TLS_MOUNT, str(tls))
+    if password is not None:
+        doc = yaml.safe_load(text)
+        doc["basic_auth_users"][settings["username"]] = bcrypt_hash(password)
+        text = yaml.safe_dump(doc)
+    config.write_text(text)
     return config

@@ -4,6 +4,7 @@ credential wrong; then a rotated password, picked up by the sidecar without a re
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,10 @@ def test_the_kubernetes_tls_example_as_the_operator_would_configure_prometheus(
     basic_auth from the Secret)."""
     settings = example_settings(kustomize(TLS))
     ca = CA(tmp_path / "pki")
-    web = materialize(settings, tmp_path / "pod", ca)
+    # The example's password is a placeholder the sidecar refuses: one of our own, as the
+    # operator sets it (the Secret's password, and its hash in the web configuration).
+    settings["password"] = secrets.token_urlsafe(24)
+    web = materialize(settings, tmp_path / "pod", ca, settings["password"])
     sidecar, url = tls_sidecar(stack, web, ca.path, check_hostname=False)
     endpoint = settings["endpoint"]
     tls = endpoint["tlsConfig"]

@@ -8,9 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import bcrypt
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from structlog.testing import capture_logs
 
 from exporter import config as cfg
+from exporter import placeholders
 from exporter.web.state import WebConfigState
 from exporter.web.webconfig import WebConfigError, load, parse_duration
 from tools.pki import CA, bcrypt_hash, write_web_config
@@ -134,12 +140,115 @@ def test_inconsistent_tls(tmp_path: Path, ca: CA, tls: str, message: str) -> Non
         load(path)
 
 
-def test_a_key_that_does_not_match_the_certificate(tmp_path: Path, ca: CA) -> None:
-    one, other = ca.issue("one", server=True), ca.issue("other", server=True)
+def _tls_errors(tmp_path: Path, cert: Path, key: Path, ca: Path | None = None) -> list[str]:
     path = tmp_path / "web.yml"
-    path.write_text(f"tls_server_config:\n  cert_file: {one.cert}\n  key_file: {other.key}\n")
-    with pytest.raises(WebConfigError, match="cannot load the certificate and key"):
+    extra = f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {ca}\n" if ca else ""
+    path.write_text(f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n{extra}")
+    with pytest.raises(WebConfigError) as err:
         load(path)
+    return err.value.errors
+
+
+def test_certificate_and_key_swapped(tmp_path: Path, ca: CA) -> None:
+    """OpenSSL says `[SSL] PEM lib`; the sidecar says which file holds what."""
+    server = ca.issue("swapped", server=True)
+    errors = _tls_errors(tmp_path, server.key, server.cert)
+    assert errors == [
+        f"tls_server_config.cert_file {server.key}: holds a private key, not a certificate (are "
+        "the certificate and the key swapped?)",
+        f"tls_server_config.key_file {server.cert}: holds a certificate, not a private key (are "
+        "the certificate and the key swapped?)"]
+
+
+@pytest.mark.parametrize("other_kind", ["ec", "rsa"])
+def test_a_key_that_does_not_match_the_certificate(tmp_path: Path, ca: CA, other_kind: str) -> None:
+    """OpenSSL says KEY_VALUES_MISMATCH (or NO_CERTIFICATE_ASSIGNED for another key type)."""
+    one = ca.issue("one", server=True)
+    if other_kind == "ec":
+        key = ca.issue("other", server=True).key
+    else:
+        key = tmp_path / "rsa.key"
+        key.write_bytes(rsa.generate_private_key(65537, 2048).private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption()))
+    (error,) = _tls_errors(tmp_path, one.cert, key)
+    assert error.startswith(f"tls_server_config.key_file {key}: not the key of the certificate "
+                            f"in tls_server_config.cert_file {one.cert}")
+
+
+def test_files_that_are_not_pem_or_not_what_they_should_be(tmp_path: Path, ca: CA) -> None:
+    server = ca.issue("der", server=True)
+    der = tmp_path / "server.der"
+    der.write_bytes(x509.load_pem_x509_certificate(server.cert.read_bytes()).public_bytes(
+        serialization.Encoding.DER))
+    text = tmp_path / "notes.txt"
+    text.write_text("not a certificate\n")
+    broken = tmp_path / "broken.crt"
+    broken.write_text("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+    encrypted = tmp_path / "encrypted.key"
+    encrypted.write_bytes(serialization.load_pem_private_key(server.key.read_bytes(), None)
+                          .private_bytes(serialization.Encoding.PEM,
+                                         serialization.PrivateFormat.PKCS8,
+                                         serialization.BestAvailableEncryption(b"pw")))
+    errors = _tls_errors(tmp_path, der, encrypted, ca=server.key)
+    assert errors[0].startswith(f"tls_server_config.cert_file {der}: not PEM") and "DER" in errors[0]
+    assert errors[1] == (f"tls_server_config.key_file {encrypted}: the key is encrypted: "
+                         "encrypted keys are not supported")
+    assert errors[2].startswith(f"tls_server_config.client_ca_file {server.key}: holds a private "
+                                "key, not a certificate")
+    errors = _tls_errors(tmp_path, broken, text)
+    assert errors[0].startswith(f"tls_server_config.cert_file {broken}: not a valid PEM "
+                                "certificate")
+    assert errors[1] == f"tls_server_config.key_file {text}: not PEM: no '-----BEGIN' line"
+
+
+def test_an_expired_certificate_loads_with_a_warning(tmp_path: Path, ca: CA) -> None:
+    """As Go servers do, it is served (verifying clients refuse it); the warning names it."""
+    expired = ca.issue("expired", server=True, expired=True)
+    path = tmp_path / "web.yml"
+    path.write_text(f"tls_server_config:\n  cert_file: {expired.cert}\n  key_file: {expired.key}\n")
+    _, tls = load(path)
+    assert tls is not None
+    (warning,) = tls.warnings
+    assert warning.startswith(f"tls_server_config.cert_file {expired.cert}: the certificate "
+                              "expired at ")
+    with capture_logs() as logs:
+        WebConfigState(path)
+    assert [(e["event"], e["warning"]) for e in logs] == [("web_config_warning", warning)]
+
+
+@pytest.mark.parametrize("prefix", ["$2$", "$2x$"])
+def test_hash_prefixes_bcrypt_cannot_check_are_refused(tmp_path: Path, prefix: str) -> None:
+    good = bcrypt_hash("pw")
+    path = tmp_path / "web.yml"
+    path.write_text(f"basic_auth_users:\n  alice: {prefix}{good[4:]}\n")
+    with pytest.raises(WebConfigError, match=r"basic_auth_users\.alice: not a bcrypt hash bcrypt "
+                       r"can check \(\$2y\$, \$2b\$ or \$2a\$"):
+        load(path)
+
+
+def test_every_accepted_prefix_logs_in_and_an_unusable_hash_is_an_error(tmp_path: Path) -> None:
+    good = bcrypt_hash("pw")  # $2y$
+    users = {p: f"${p}${good[4:]}" for p in ("2a", "2b", "2y")}
+    path = tmp_path / "web.yml"
+    path.write_text("basic_auth_users:\n" + "".join(f"  u{p}: {h}\n" for p, h in users.items()))
+    config, _ = load(path)
+    assert all(bcrypt.checkpw(b"pw", h) for h in config.users.values())
+    # The pattern of a hash, but not a salt bcrypt can read: every login would be a 401.
+    path.write_text("basic_auth_users:\n  alice: $2b$10$" + "z" * 53 + "\n")
+    with pytest.raises(WebConfigError, match=r"basic_auth_users\.alice: bcrypt cannot check this "
+                       "hash"):
+        load(path)
+
+
+def test_the_example_password_is_refused(tmp_path: Path) -> None:
+    path = write_web_config(tmp_path / "web.yml",
+                            users={"prometheus": placeholders.SCRAPE_PASSWORD, "alice": "own-Pa55"})
+    with pytest.raises(WebConfigError) as err:
+        load(path)
+    (error,) = err.value.errors
+    assert error.startswith("basic_auth_users.prometheus: the hash of the deployment example's "
+                            "placeholder password")
 
 
 def test_not_yaml_and_not_a_mapping(tmp_path: Path) -> None:
