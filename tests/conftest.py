@@ -1,10 +1,14 @@
-"""Shared test options: `--update-golden` rewrites tests/golden/ from the current output."""
+"""Shared test options and fixtures: `--update-golden` rewrites tests/golden/ from the current
+output; `procs` starts real processes for one test (tools.harness.Procs) and stops them after."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tools.harness import Procs
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -19,3 +23,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
+
+
+@pytest.fixture
+def procs(tmp_path: Path) -> Iterator[Procs]:
+    """Child processes of one test (their logs under tmp_path/procs), all stopped after it."""
+    p = Procs(tmp_path / "procs")
+    try:
+        yield p
+    finally:
+        p.stop_all()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,13 +95,6 @@ def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             write_corpus(lane, f, *(model,) if model else ())
         out[name] = d / f"{name}.jsonl"
     return out
-
-
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Procs]:
-    p = Procs(tmp_path / "procs")
-    yield p
-    p.stop_all()
 
 
 def evidence(out: Path) -> dict[str, Any]:

@@ -47,15 +47,6 @@ def nofile() -> Iterator[None]:
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Procs]:
-    p = Procs(tmp_path)
-    try:
-        yield p
-    finally:
-        p.stop_all()
-
-
 def serve(procs: Procs, *extra: str) -> tuple[Proc, int]:
     """A sidecar whose engine is absent (every poll fails; it serves regardless)."""
     proc, url = procs.sidecar(f"http://127.0.0.1:{free_port()}", "--poll-interval", "0.3",

@@ -10,7 +10,6 @@ import json
 import socket
 import ssl
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -39,15 +38,6 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         "client_other_ca": other.issue("prometheus-elsewhere", server=False,
                                        dns=("prometheus.monitoring.svc",), ips=()),
     }
-
-
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Procs]:
-    p = Procs(tmp_path)
-    try:
-        yield p
-    finally:
-        p.stop_all()
 
 
 def _ca(pki: dict[str, object]) -> CA:
