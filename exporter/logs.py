@@ -17,6 +17,8 @@ from typing import Any, Final
 
 import structlog
 
+from exporter.redact import redact_url
+
 FORMATS: Final = ("auto", "json", "logfmt", "console")
 LEVELS: Final = ("debug", "info", "warning", "error")
 
@@ -43,6 +45,24 @@ def _escape_controls(_: Any, __: str, event: MutableMapping[str, Any]) -> Mutabl
         if isinstance(value, str):
             event[key] = value.translate(_LINE_BREAKS)
     return event
+
+
+def _hide_url_passwords(record: logging.LogRecord) -> bool:
+    """A library record's URL arguments without the password of their userinfo (httpx logs each
+    request's URL at debug level, `--engine-url`'s credentials included; exporter/redact.py)."""
+    if isinstance(record.args, tuple) and any(_userinfo_url(a) for a in record.args):
+        record.args = tuple(redact_url(url) if (url := _userinfo_url(a)) else a
+                            for a in record.args)
+    return True
+
+
+def _userinfo_url(arg: object) -> str | None:
+    """`arg` as text when it is a URL with userinfo (a string, or httpx's URL)."""
+    if not isinstance(arg, str) and type(arg).__name__ != "URL":
+        return None
+    text = str(arg)
+    _, sep, rest = text.partition("://")
+    return text if sep and "@" in rest.split("/", 1)[0] else None
 
 
 class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
@@ -87,6 +107,7 @@ def configure(fmt: str = "auto", level: str = "info") -> None:
         cache_logger_on_first_use=False,
     )
     handler = _Stderr()
+    handler.addFilter(_hide_url_passwords)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=shared,
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *_renderer(fmt)],

@@ -28,6 +28,7 @@ from exporter.exposition import ExpositionCache
 from exporter.loop import PollLoop
 from exporter.oncall.html import page
 from exporter.pins import Pins
+from exporter.redact import redact_url
 from exporter.registry import build_registry
 from exporter.restore import preflight
 from exporter.restore.events import read_token
@@ -261,7 +262,7 @@ async def serve(config: Config) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    log.info("sidecar_starting", engine_url=config.engine_url,
+    log.info("sidecar_starting", engine_url=redact_url(config.engine_url),
              listen=f"{config.listen_host}:{config.listen_port}",
              poll_interval=config.poll_interval, state_dir=str(config.state_dir),
              events_api=sidecar.events_token is not None,

@@ -7,6 +7,7 @@ from typing import Any
 
 from exporter import geometry
 from exporter.config import Config
+from exporter.redact import redact_url
 from exporter.restore.report import restore_status
 from exporter.restore.window import Bounds
 from exporter.snapshot import Snapshot
@@ -23,7 +24,7 @@ def status(view: View, bounds: Bounds, config: Config, now: float) -> dict[str, 
         # The current engine's identity (None: no snapshot yet, or the engine sends none).
         "identity": None if snap is None or snap.identity is None else asdict(snap.identity),
         "snapshot_dropped_fields": list(snap.dropped_fields) if snap else [],
-        "engine_url": config.engine_url,
+        "engine_url": redact_url(config.engine_url),  # as given, the password hidden
         "engine_up": view.engine.snapshot_current,
         "pins": [{"pin": c.pin, "expected": c.expected, "found": c.found, "ok": c.ok}
                  for c in view.pins],

@@ -13,6 +13,7 @@ import httpx
 
 from exporter import passthrough
 from exporter.labels import ErrorReason
+from exporter.redact import redact_url
 from exporter.snapshot import Snapshot, SnapshotError, parse_snapshot
 from exporter.sources.base import Result
 from exporter.sources.http import FetchError, bounded_get
@@ -82,7 +83,8 @@ class EngineSource:
             async with asyncio.timeout(deadline):
                 resp = await bounded_get(self.client, url, self.max_bytes)
         except TimeoutError:
-            exc = FetchError(ErrorReason.TIMEOUT, f"no complete response from {url} in {deadline}s")
+            exc = FetchError(ErrorReason.TIMEOUT,
+                             f"no complete response from {redact_url(url)} in {deadline}s")
             self.traffic.count(label, exc.reason.value, 0)
             return None, exc.reason, str(exc)
         except FetchError as exc:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import httpx
 
 from exporter.labels import ErrorReason
+from exporter.redact import redact_url
 
 
 class FetchError(Exception):
@@ -27,19 +28,21 @@ async def bounded_get(client: httpx.AsyncClient, url: str, max_bytes: int) -> Re
 
     Redirects are not followed: an engine that redirects its debug endpoint is misconfigured,
     and following them invites loops. The client's timeouts bound each phase; the caller bounds
-    the whole call (a slow drip of bytes never times out a read on its own).
+    the whole call (a slow drip of bytes never times out a read on its own). Messages name the
+    URL without the password of its userinfo (they reach /status and the logs).
     """
+    shown = redact_url(url)
     try:
         async with client.stream("GET", url, follow_redirects=False) as resp:
             if not 200 <= resp.status_code < 300:
                 raise FetchError(
-                    ErrorReason.HTTP_STATUS, f"HTTP {resp.status_code} from {url}", resp.status_code
+                    ErrorReason.HTTP_STATUS, f"HTTP {resp.status_code} from {shown}", resp.status_code
                 )
             declared = resp.headers.get("content-length")
             if declared is not None and declared.isdigit() and int(declared) > max_bytes:
                 raise FetchError(
                     ErrorReason.TOO_LARGE,
-                    f"{url} declares {declared} bytes, over the {max_bytes}-byte limit",
+                    f"{shown} declares {declared} bytes, over the {max_bytes}-byte limit",
                     resp.status_code,
                 )
             chunks: list[bytes] = []
@@ -49,16 +52,16 @@ async def bounded_get(client: httpx.AsyncClient, url: str, max_bytes: int) -> Re
                 if size > max_bytes:
                     raise FetchError(
                         ErrorReason.TOO_LARGE,
-                        f"{url} sent over the {max_bytes}-byte limit",
+                        f"{shown} sent over the {max_bytes}-byte limit",
                         resp.status_code,
                     )
                 chunks.append(chunk)
             return Response(resp.status_code, b"".join(chunks))
     except httpx.TimeoutException as exc:
-        raise FetchError(ErrorReason.TIMEOUT, f"timeout from {url}: {type(exc).__name__}") from None
+        raise FetchError(ErrorReason.TIMEOUT, f"timeout from {shown}: {type(exc).__name__}") from None
     except httpx.DecodingError as exc:
-        raise FetchError(ErrorReason.DECODE, f"undecodable body from {url}: {exc}") from None
+        raise FetchError(ErrorReason.DECODE, f"undecodable body from {shown}: {exc}") from None
     except httpx.TransportError as exc:
-        raise FetchError(ErrorReason.CONNECT, f"cannot reach {url}: {type(exc).__name__}") from None
+        raise FetchError(ErrorReason.CONNECT, f"cannot reach {shown}: {type(exc).__name__}") from None
     except httpx.HTTPError as exc:
-        raise FetchError(ErrorReason.OTHER, f"{url}: {type(exc).__name__}") from None
+        raise FetchError(ErrorReason.OTHER, f"{shown}: {type(exc).__name__}") from None
