@@ -59,7 +59,7 @@ class BasicAuth:
         key = b"" if hashed is None else self._cache_key(user, hashed, password)
         async with self._lock:
             reference = hashed if hashed is not None else await asyncio.to_thread(self._dummy, users)
-            matches = await asyncio.to_thread(_checkpw, password, reference)
+            matches = await asyncio.to_thread(check_password, password, reference)
         if not matches or hashed is None:
             return False
         self._ok[key] = None
@@ -75,8 +75,9 @@ class BasicAuth:
         return self._dummies[cost]
 
 
-def _checkpw(password: bytes, hashed: bytes) -> bool:
+def check_password(password: bytes, hashed: bytes) -> bool:
+    """One bcrypt check, as Go's bcrypt (and so exporter-toolkit) makes it."""
     try:
         return bcrypt.checkpw(password[:BCRYPT_MAX_PASSWORD], hashed)
-    except ValueError:  # a hash bcrypt cannot read (config validation should have caught it)
+    except ValueError:  # a hash bcrypt cannot read (the web configuration's trial check refuses those)
         return False

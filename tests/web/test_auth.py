@@ -183,13 +183,13 @@ def _basic(user: str, password: str) -> dict[str, str]:
 def bcrypt_calls(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """The hashes bcrypt was run against (bcrypt itself still runs)."""
     calls: list[bytes] = []
-    real = basic_auth._checkpw
+    real = basic_auth.check_password
 
     def counting(password: bytes, hashed: bytes) -> bool:
         calls.append(hashed)
         return real(password, hashed)
 
-    monkeypatch.setattr(basic_auth, "_checkpw", counting)
+    monkeypatch.setattr(basic_auth, "check_password", counting)
     return calls
 
 
