@@ -58,9 +58,11 @@ WORKDIR /var/lib/helios-exporter
 # outlive the container, so mount a volume here (Compose: a named volume; Kubernetes: a PVC).
 VOLUME ["/var/lib/helios-exporter"]
 EXPOSE 19400
-# The venv's python, no curl/wget needed. Follows HELIOS_EXPORTER_LISTEN's port; a port given as
-# a `--listen` flag instead is not seen here (override the health check then).
+# The venv's python, no curl/wget needed: GET /healthz on 127.0.0.1, over TLS when
+# HELIOS_EXPORTER_WEB_CONFIG_FILE turns it on (exporter/healthcheck.py). Follows
+# HELIOS_EXPORTER_LISTEN's port; a port or web configuration given as a flag instead is not seen
+# here (override the health check then).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
-    CMD ["/opt/helios-exporter/bin/python", "-c", "import os, urllib.request; port = os.environ.get('HELIOS_EXPORTER_LISTEN', '0.0.0.0:19400').rpartition(':')[2]; urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=2)"]
+    CMD ["/opt/helios-exporter/bin/python", "-m", "exporter.healthcheck"]
 ENTRYPOINT ["helios-exporter"]
 CMD ["serve"]

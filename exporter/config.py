@@ -22,7 +22,7 @@ from exporter.logs import LEVELS as LOG_LEVELS
 from exporter.pins import POWER_LIMIT_TOLERANCE_WATTS
 from exporter.snapshot import label_value_ok, max_ranks
 
-ENV_PREFIX = "HELIOS_EXPORTER_"
+ENV_PREFIX = defaults.ENV_PREFIX
 
 
 class ConfigError(Exception):

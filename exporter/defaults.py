@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
+ENV_PREFIX: Final = "HELIOS_EXPORTER_"  # every flag's variable: HELIOS_EXPORTER_<FLAG>
 LISTEN_HOST: Final = "0.0.0.0"
 LISTEN_PORT: Final = 19400
 POLL_INTERVAL: Final = 5.0  # seconds between poll cycles

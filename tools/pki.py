@@ -46,7 +46,10 @@ class CA:
         self.path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
     def issue(self, name: str, *, server: bool, dns: tuple[str, ...] = ("localhost",),
-              ips: tuple[str, ...] = ("127.0.0.1",), expired: bool = False) -> Issued:
+              ips: tuple[str, ...] = ("127.0.0.1",), expired: bool = False,
+              client: bool | None = None) -> Issued:
+        """For a server (`server`) or a client (not `server`); `client=True` with `server` makes
+        one for both (as cert-manager's `usages: [server auth, client auth]`)."""
         key = ec.generate_private_key(ec.SECP256R1())
         if expired:
             before, after = NOW - dt.timedelta(days=10), NOW - dt.timedelta(days=1)
@@ -54,7 +57,9 @@ class CA:
             before, after = NOW - dt.timedelta(hours=1), NOW + dt.timedelta(days=7)
         sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
         sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
+        if client or not server:
+            usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
         cert = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
@@ -62,7 +67,7 @@ class CA:
             .serial_number(x509.random_serial_number())
             .not_valid_before(before).not_valid_after(after)
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .sign(self.key, hashes.SHA256()))
         out = Issued(self.folder / f"{name}.crt", self.folder / f"{name}.key")

@@ -5,10 +5,12 @@ started the way the image starts it, probed with the image's HEALTHCHECK command
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import sysconfig
@@ -23,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tools.harness import free_port
+from tools.pki import CA, write_web_config
 
 from .conftest import ROOT
 
@@ -127,8 +130,8 @@ def test_runtime_user_ports_health_and_entrypoint(dockerfile: list[Instruction])
     assert json.loads(_final(dockerfile, "ENTRYPOINT")[0]) == ["helios-exporter"]
     assert json.loads(_final(dockerfile, "CMD")[0]) == ["serve"]
     assert json.loads(_final(dockerfile, "VOLUME")[0]) == [STATE_DIR]
-    (health,) = _final(dockerfile, "HEALTHCHECK")
-    assert "/healthz" in health and "CMD [" in health
+    assert healthcheck_argv(dockerfile) == ["/opt/helios-exporter/bin/python", "-m",
+                                            "exporter.healthcheck"]
     created = " ".join(_final(dockerfile, "RUN"))
     assert f"install -d -o 10001 -g 10001 -m 0750 {STATE_DIR}" in created
     assert "useradd --system --uid 10001" in created
@@ -339,8 +342,10 @@ def test_console_script(installed: Installed, tmp_path: Path) -> None:
 
 
 def _get(url: str) -> int:
+    insecure = ssl.create_default_context()
+    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(url, timeout=2) as response:
+        with urllib.request.urlopen(url, timeout=2, context=insecure) as response:
             return int(response.status)
     except OSError:
         return 0
@@ -351,6 +356,13 @@ Started = tuple[dict[str, str], "subprocess.Popen[bytes]"]
 
 @pytest.fixture
 def image_like(installed: Installed, tmp_path: Path) -> Iterator[Started]:
+    with _image_like(installed, tmp_path) as started:
+        yield started
+
+
+@contextlib.contextmanager
+def _image_like(installed: Installed, tmp_path: Path,
+                extra: dict[str, str] | None = None) -> Iterator[Started]:
     """The simulated engine and the sidecar, started like the image starts them: ENTRYPOINT +
     CMD (`helios-exporter serve`) with nothing but HELIOS_EXPORTER_* in the environment."""
     script = str(installed.venv / "bin" / "helios-exporter")
@@ -364,7 +376,7 @@ def image_like(installed: Installed, tmp_path: Path) -> Iterator[Started]:
         "HELIOS_EXPORTER_STATE_DIR": str(tmp_path / "state"),
         "HELIOS_EXPORTER_NO_NVML": "true",
         "HELIOS_EXPORTER_POLL_INTERVAL": "0.2",
-    }
+    } | (extra or {})
     log = (tmp_path / "sidecar.log").open("wb")
     sidecar = subprocess.Popen([script, "serve"], env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -380,18 +392,24 @@ def image_like(installed: Installed, tmp_path: Path) -> Iterator[Started]:
         log.close()
 
 
+def _health(installed: Installed, dockerfile: list[Instruction], env: dict[str, str],
+            cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The image's HEALTHCHECK command, run with the container's environment."""
+    argv = healthcheck_argv(dockerfile)
+    assert argv[0] == "/opt/helios-exporter/bin/python"  # the venv the image installs into
+    argv[0] = str(installed.python)
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30, check=False,
+                          cwd=cwd)
+
+
 def test_image_command_serves_and_healthcheck_passes(installed: Installed, dockerfile: list[Instruction],
                                                      image_like: Started,
                                                      tmp_path: Path) -> None:
     env, sidecar = image_like
     port = env["HELIOS_EXPORTER_LISTEN"].rpartition(":")[2]
-    argv = healthcheck_argv(dockerfile)
-    assert argv[0] == "/opt/helios-exporter/bin/python"  # the venv the image installs into
-    argv[0] = str(installed.python)
 
     def health() -> int:
-        return subprocess.run(argv, env=env, capture_output=True, timeout=30, check=False,
-                              cwd=tmp_path).returncode
+        return _health(installed, dockerfile, env, tmp_path).returncode
 
     deadline = time.monotonic() + 30
     while _get(f"http://127.0.0.1:{port}/readyz") != 200:
@@ -405,3 +423,38 @@ def test_image_command_serves_and_healthcheck_passes(installed: Installed, docke
     sidecar.terminate()
     sidecar.wait(timeout=10)
     assert health() != 0, "the health check must fail once the sidecar is gone"
+
+
+@pytest.mark.parametrize("client_auth", ["NoClientCert", "RequireAndVerifyClientCert"])
+def test_the_healthcheck_under_tls(installed: Installed, dockerfile: list[Instruction],
+                                   tmp_path: Path, client_auth: str) -> None:
+    """With a web configuration that turns TLS on, the health check asks over TLS (plain HTTP
+    would get no answer). Requiring client certificates, it presents the sidecar's own: healthy
+    when that certificate may authenticate a client, unhealthy with the reason otherwise."""
+    ca = CA(tmp_path / "pki")
+    mutual = client_auth == "RequireAndVerifyClientCert"
+    both = ca.issue("sidecar", server=True, client=True)
+    web = write_web_config(tmp_path / "web.yml", server=both,
+                           client_auth=client_auth if mutual else None,
+                           client_ca=ca.path if mutual else None, users={"prometheus": "pw"})
+    with _image_like(installed, tmp_path, {"HELIOS_EXPORTER_WEB_CONFIG_FILE": str(web)}) as (
+            env, sidecar):
+        port = env["HELIOS_EXPORTER_LISTEN"].rpartition(":")[2]
+        deadline = time.monotonic() + 30
+        while _health(installed, dockerfile, env, tmp_path).returncode != 0:
+            assert sidecar.poll() is None, (tmp_path / "sidecar.log").read_text(errors="replace")
+            assert time.monotonic() < deadline, _health(installed, dockerfile, env, tmp_path).stderr
+            time.sleep(0.3)
+        assert _get(f"http://127.0.0.1:{port}/healthz") == 0  # plain HTTP: no answer under TLS
+        if mutual:
+            # A certificate only for servers: the sidecar refuses it as a client's.
+            server_only = ca.issue("server-only", server=True)
+            write_web_config(web, server=server_only, client_auth=client_auth, client_ca=ca.path,
+                             users={"prometheus": "pw"})
+            time.sleep(1.5)  # re-read at most once a second
+            done = _health(installed, dockerfile, env, tmp_path)
+            assert done.returncode == 1 and done.stderr.startswith("unhealthy: "), done.stderr
+        sidecar.terminate()
+        sidecar.wait(timeout=10)
+        done = _health(installed, dockerfile, env, tmp_path)
+        assert done.returncode == 1 and "unhealthy: " in done.stderr
