@@ -7,6 +7,7 @@
     helios_restore_phase{phase="draining"} 1.0
     helios_restore_check_ok{check="container"} 0.0
     helios_restore_last_window_outcome{outcome="unobserved"} 1.0
+    helios_restore_last_window_restored 1.0
     helios_restore_last_window_lost_requests 0.0
     helios_engine_unplanned_restarts_total 0.0
 """
@@ -55,8 +56,9 @@ class RestoreCollector:
         if state.last_window is not None:
             yield from _last_window(state.last_window)
         restarts = counter("helios_engine_unplanned_restarts_total",
-                           "Generation changes seen while no restore window was open (snapshot "
-                           "generation).")
+                           "New engine incarnations (another generation, container or start) "
+                           "that no restore window saw coming: seen while none was open, or "
+                           "found at the sidecar's start.")
         restarts.add_metric([], state.unplanned_restarts)
         yield restarts
         for name, value, doc in (
@@ -126,6 +128,13 @@ def _last_window(last: LastWindow) -> Iterator[Metric]:
     for o in OUTCOMES:
         outcome.add_metric([o], 1.0 if last.outcome == o else 0.0)
     yield outcome
+    restored = gauge("helios_restore_last_window_restored",
+                     "1 when the last window closed with a restored engine, whose checks were "
+                     "judged; 0 when nothing was restored (the incumbent's own incarnation "
+                     "admitted again: it never restarted, the checks before stand) or it was "
+                     "aborted.")
+    restored.add_metric([], 0.0 if last.nothing_restored or last.outcome == "aborted" else 1.0)
+    yield restored
     if last.lost is not None:
         lost = gauge("helios_restore_last_window_lost_requests",
                      "Incumbent requests in flight when it went away or past the request "

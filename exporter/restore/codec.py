@@ -3,8 +3,9 @@
 Format 1 only ever gains fields: a reader defaults a field it does not find (a file written by
 an earlier release loads with its window, start and incumbent intact) and ignores fields it
 does not know. Anything present but ill-typed is an error: the store moves the file aside.
-What one sidecar process watched (failure streaks, whether it saw the restore incomplete) is
-not written, and is not assumed at load: see `window.restarted`.
+What one sidecar process watched (failure streaks, whether it saw the restore incomplete, the
+in-flight count of its last snapshot) is not written, and is not assumed at load: see
+`window.restarted`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from exporter.restore.model import CAUSES, OUTCOMES, PHASES, Engine, LastWindow,
 from exporter.restore.window import restarted
 
 FORMAT_VERSION = 1
-_PROCESS_ONLY = ("unreachable_since", "seen_since_start")
+_PROCESS_ONLY = ("unreachable_since", "seen_since_start", "last_inflight")
 
 
 def encode(state: RestoreState) -> bytes:
@@ -84,6 +85,7 @@ def _window(raw: Any, phase: str) -> Window:
         incumbent_gone=_flag(w.get("incumbent_gone", w.get("went_away", False)),
                              "window.incumbent_gone"),
         lost=_opt_count(w.get("lost"), "window.lost"),
+        lost_at_cutoff=_flag(w.get("lost_at_cutoff", False), "window.lost_at_cutoff"),
         reference=_engine(w.get("reference"), "window.reference"),
         start_exact=_flag(w.get("start_exact", True), "window.start_exact"),
         last_unrestored=_opt_number(w.get("last_unrestored"), "window.last_unrestored"),
@@ -108,6 +110,7 @@ def _last_window(raw: Any, what: str) -> LastWindow | None:
         incumbent=_engine(lw.get("incumbent"), f"{what}.incumbent"),
         reference=_engine(lw.get("reference"), f"{what}.reference"),
         restored=_engine(lw.get("restored"), f"{what}.restored"),
+        nothing_restored=_flag(lw.get("nothing_restored", False), f"{what}.nothing_restored"),
     )
 
 
@@ -126,6 +129,7 @@ def decode(data: bytes) -> RestoreState:
         phase=phase,
         window=window,
         last_seen=_engine(raw.get("last_seen"), "last_seen"),
+        # Written by earlier files (and forgotten by `restarted`): still type-checked.
         last_inflight=_opt_count(raw.get("last_inflight"), "last_inflight"),
         checks=_flags(raw.get("checks"), "checks"),
         last_window=_last_window(raw.get("last_window"), "last_window"),
@@ -133,5 +137,7 @@ def decode(data: bytes) -> RestoreState:
         judged=_last_window(raw.get("judged"), "judged"),
         reference=_engine(raw.get("reference"), "reference"),
         unplanned_restarts=_count(raw.get("unplanned_restarts", 0), "unplanned_restarts"),
+        last_unplanned_restart=_opt_number(raw.get("last_unplanned_restart"),
+                                           "last_unplanned_restart"),
         outage_aborted=_flag(raw.get("outage_aborted", False), "outage_aborted"),
     ))

@@ -23,6 +23,9 @@ CAUSES: Final = ("drain", "event", "unreachable")
 EVENT_KINDS: Final = ("drain_started", "restore_started", "window_closed", "abort")
 OUTCOMES: Final = ("in_time", "late", "aborted", "unobserved")
 MAX_EVENT_IDS: Final = 1000
+# Two `started_at` further apart than this are two incarnations (an engine that computes its
+# start from its uptime may report it a little differently at each poll).
+SAME_START_SECONDS: Final = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +56,17 @@ class Engine:
                    ident.checkpoint, snap.started_at)
 
     def replaced_by(self, other: Engine) -> bool:
-        """Another incarnation took over: another generation, or another container."""
+        """`other` is another incarnation: another generation, container or start. Unknown
+        fields do not tell: the same generation with no container id and no `started_at` is the
+        same incarnation (docs/interface.md section 6.2)."""
         if self.generation != other.generation:
             return True
-        return (self.container_id is not None and other.container_id is not None
-                and self.container_id != other.container_id)
+        if (self.container_id is not None and other.container_id is not None
+                and self.container_id != other.container_id):
+            return True
+        # A restart that kept its generation (the check `fresh_generation` fails it).
+        return (self.started_at is not None and other.started_at is not None
+                and abs(self.started_at - other.started_at) > SAME_START_SECONDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +80,11 @@ class Window:
     restored: Engine | None = None  # engine answering with admission open again
     preflight: dict[str, bool] = field(default_factory=dict)
     restore_started: bool = False
-    incumbent_gone: bool = False  # unreachable, or another generation answered, in this window
+    # The incumbent is away: unreachable for longer than the down grace, or another incarnation
+    # answers. Its own incarnation answering again clears it: it never went away.
+    incumbent_gone: bool = False
     lost: int | None = None  # incumbent requests in flight when it went away or past the cutoff
+    lost_at_cutoff: bool = False  # `lost` was counted at the request cutoff (not by going away)
     # The last verified engine, which the identity checks compare with; None: the incumbent.
     # Differs from the incumbent only when the incumbent is a restore whose checks failed.
     reference: Engine | None = None
@@ -111,6 +123,9 @@ class LastWindow:
     incumbent: Engine | None = None
     reference: Engine | None = None  # what the restored engine was compared with
     restored: Engine | None = None
+    # Closed without a restored engine: the incumbent's own incarnation admitted again (it never
+    # restarted), so no check was judged. (A file of an earlier release does not say: False.)
+    nothing_restored: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,14 +133,17 @@ class RestoreState:
     phase: Phase = "serving"
     window: Window | None = None
     last_seen: Engine | None = None  # the engine of the last good snapshot
-    last_inflight: int | None = None
+    last_inflight: int | None = None  # of the last good snapshot (this process only)
     unreachable_since: float | None = None  # first failed poll of the current failure streak
     checks: dict[str, bool] = field(default_factory=dict)  # of the last closed window
     last_window: LastWindow | None = None  # the last window that ended, however
     event_ids: tuple[str, ...] = ()
     judged: LastWindow | None = None  # the window `checks` belong to (an abort keeps them)
     reference: Engine | None = None  # the engine the last judged window compared with or passed
-    unplanned_restarts: int = 0  # generation changes seen while no window was open
+    # New incarnations that no window saw coming (docs/interface.md section 6.8), and when the
+    # last one was seen.
+    unplanned_restarts: int = 0
+    last_unplanned_restart: float | None = None
     seen_since_start: bool = False  # a good snapshot since this sidecar process started
     # An abort discarded the window while the engine was unreachable: that outage opens no new
     # window (it would restart the clock of an engine declared gone); cleared when it answers.

@@ -59,6 +59,19 @@ def window_status(window: Window, bounds: Bounds, now: float) -> dict[str, Any]:
     }
 
 
+def _reason(last: LastWindow) -> str | None:
+    """Why the last window judged no check (None: it judged them)."""
+    if last.outcome == "aborted":
+        return "aborted: no check was judged; the checks of an earlier window stand"
+    if not last.nothing_restored:
+        return None
+    if last.incumbent is None:
+        return "nothing restored: no engine was seen in this window; no check was judged"
+    return (f"nothing restored: the incumbent's own incarnation (generation "
+            f"{last.incumbent.generation}) admitted again, so it never restarted; no check was "
+            "judged and the checks of an earlier window stand")
+
+
 def last_window_status(last: LastWindow) -> dict[str, Any]:
     return {
         "start": last.start,
@@ -74,6 +87,8 @@ def last_window_status(last: LastWindow) -> dict[str, Any]:
         "incumbent": _engine(last.incumbent),
         "reference": _engine(last.reference),
         "restored": _engine(last.restored),
+        "nothing_restored": last.nothing_restored,
+        "reason": _reason(last),  # why no check was judged at its end; None: they were
     }
 
 
@@ -94,6 +109,7 @@ def restore_status(state: RestoreState, bounds: Bounds, now: float,
         "last_window": None if state.last_window is None else last_window_status(state.last_window),
         "last_verified_engine": _engine(state.reference),
         "unplanned_restarts": state.unplanned_restarts,
+        "last_unplanned_restart": state.last_unplanned_restart,
         # An abort discarded the window of this outage: no window opens until the engine answers.
         "outage_aborted": state.outage_aborted,
     }

@@ -61,12 +61,15 @@ def refusal(state: RestoreState, kind: str) -> str | None:
 
 
 def restarted(state: RestoreState) -> RestoreState:
-    """What a new sidecar process knows of `state`: failure streaks and what this process
-    watched do not carry over (the store reads every state file through this)."""
+    """What a new sidecar process knows of `state`, which is what the state file holds: failure
+    streaks, what this process watched and the in-flight count of the last snapshot outside a
+    window do not carry over (the store reads every state file through this, and the keeper
+    writes the file only when this changes)."""
     window = state.window
     if window is not None and window.watched:
         window = replace(window, watched=False)
-    return replace(state, window=window, unreachable_since=None, seen_since_start=False)
+    return replace(state, window=window, unreachable_since=None, seen_since_start=False,
+                   last_inflight=None)
 
 
 def unverified(state: RestoreState) -> bool:
@@ -87,11 +90,16 @@ def step(state: RestoreState, inp: Input, bounds: Bounds) -> RestoreState:
 
 def _open(state: RestoreState, start: float, cause: Cause, incumbent: Engine | None,
           exact: bool = True) -> Window:
-    # In-flight known from before this process started may be hours old: unknown, not stale.
-    inflight = state.last_inflight if state.seen_since_start else None
+    # In-flight is known only from a snapshot of this process (`restarted` forgets it).
     reference = state.reference if unverified(state) else None
-    return Window(start=start, cause=cause, incumbent=incumbent, last_inflight=inflight,
+    return Window(start=start, cause=cause, incumbent=incumbent, last_inflight=state.last_inflight,
                   reference=reference, start_exact=exact)
+
+
+def _unplanned(state: RestoreState, at: float) -> RestoreState:
+    """A new incarnation that no window saw coming (docs/interface.md section 6.8)."""
+    return replace(state, unplanned_restarts=state.unplanned_restarts + 1,
+                   last_unplanned_restart=at)
 
 
 def _observed(window: Window, at: float) -> Window:
@@ -109,10 +117,10 @@ def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds
     admission = snap.admission.state if snap.admission else None
     window = state.window
     if window is None:
-        if first and previous is not None and previous.replaced_by(engine):
-            return _restored_unwatched(state, previous, engine, admission, now)
-        if not first and previous is not None and previous.generation != engine.generation:
-            state = replace(state, unplanned_restarts=state.unplanned_restarts + 1)
+        if previous is not None and previous.replaced_by(engine):
+            if first:
+                return _restored_unwatched(state, previous, engine, admission, now)
+            state = _unplanned(state, now)
         if admission in (None, "open"):
             # No admission section: the engine says neither that it drains nor that it admits
             # again; it is reachable, nothing more (a window is closed by an event then).
@@ -121,19 +129,14 @@ def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds
         window = _open(state, now, "drain", engine, exact=not first)
     window = replace(window, unreachable=False)
     if window.incumbent is not None:
-        is_incumbent = engine.generation == window.incumbent.generation
+        is_incumbent = not window.incumbent.replaced_by(engine)
     else:
         # No incumbent known (fresh sidecar): the first engine seen is it, unless the engine has
         # gone away since the window opened; then whoever answers may already be the restored one.
         is_incumbent = not window.seen_not_open
     if is_incumbent:
-        if window.incumbent is None:
-            window = replace(window, incumbent=engine)
-        if not window.incumbent_gone and inflight is not None:
-            window = replace(window, last_inflight=inflight)
-            if window.lost is None and now > window.deadline(bounds, "request_cutoff"):
-                window = replace(window, lost=inflight)  # still in flight past the cutoff
-    elif not window.incumbent_gone:  # replaced by another generation: its requests are gone
+        window = _incumbent_answers(window, engine, inflight, now, bounds)
+    elif not window.incumbent_gone:  # replaced by another incarnation: its requests are gone
         lost = window.lost if window.lost is not None else window.last_inflight
         window = replace(window, incumbent_gone=True, lost=lost)
     if admission is None:
@@ -147,7 +150,6 @@ def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds
         drained = window.drained or (
             inflight == 0
             and is_incumbent
-            and not window.incumbent_gone
             and now <= window.deadline(bounds, "request_cutoff")
         )
         window = replace(window, drained=drained, seen_not_open=True)
@@ -155,19 +157,44 @@ def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds
         # closed) still has requests in flight, or none; another engine is being restored.
         phase = "restoring" if not is_incumbent else "drained" if inflight == 0 else "draining"
         return replace(state, phase=phase, window=_observed(window, now))
-    if not window.seen_not_open and is_incumbent:
-        # A window opened by an event waits until the engine is seen going away.
-        return replace(state, phase="draining", window=_observed(window, now))
+    if is_incumbent:
+        if not window.seen_not_open:
+            # A window opened by an event waits until the engine is seen going away.
+            return replace(state, phase="draining", window=_observed(window, now))
+        # The incumbent's own incarnation admits again (a drain called off, an outage it
+        # survived): it never restarted, nothing was restored, and there is nothing to judge.
+        return _close(state, replace(window, restored=None), now, bounds)
     window = replace(window, restored=engine)
     if all(window.preflight.get(p) for p in bounds.preflight):
         return _close(state, window, now, bounds)
     return replace(state, phase="verifying", window=_observed(window, now))
 
 
+def _incumbent_answers(window: Window, engine: Engine, inflight: int | None, now: float,
+                       bounds: Bounds) -> Window:
+    """The incumbent's own incarnation answered: it is not gone, whatever the polls before said
+    (an unreachable engine that answers again as itself never went away, so nothing it had in
+    flight was lost by going); its in-flight count is tracked, and counted lost at the first
+    poll past the request cutoff."""
+    if window.incumbent is None:
+        window = replace(window, incumbent=engine)
+    if window.incumbent_gone:
+        window = replace(window, incumbent_gone=False,
+                         lost=window.lost if window.lost_at_cutoff else None)
+    if inflight is None:
+        return window
+    window = replace(window, last_inflight=inflight)
+    if window.lost is None and now > window.deadline(bounds, "request_cutoff"):
+        window = replace(window, lost=inflight, lost_at_cutoff=True)  # still in flight
+    return window
+
+
 def _restored_unwatched(state: RestoreState, previous: Engine, engine: Engine,
                         admission: str | None, now: float) -> RestoreState:
     """The first snapshot since this sidecar started shows another engine than the one recorded
-    last, and no window was open: a restore (or restart) happened while nobody watched."""
+    last, and no window was open: a restore (or restart) happened while nobody watched. It is
+    an unplanned restart too: no window saw it coming."""
+    state = _unplanned(state, now)
     reference = state.reference if unverified(state) and state.reference else previous
     if admission in ("draining", "closed"):
         # Still warming up (or draining already): a window whose start nobody saw; the engine
@@ -184,17 +211,22 @@ def _restored_unwatched(state: RestoreState, previous: Engine, engine: Engine,
 def _on_failure(state: RestoreState, now: float, bounds: Bounds) -> RestoreState:
     since = state.unreachable_since if state.unreachable_since is not None else now
     state = replace(state, unreachable_since=since)
+    # Unreachable for longer than the down grace: the engine went away (one failed poll, a
+    # timeout under load, does not make it so).
+    away = now - since > bounds.down_grace
     window = state.window
     if window is None:
-        if now - since <= bounds.down_grace or state.outage_aborted:
+        if not away or state.outage_aborted:
             return state
         # Nothing seen since this process started: the engine may have gone away long before.
         window = _open(state, since, "unreachable", state.last_seen,
                        exact=state.seen_since_start)
-    if not window.incumbent_gone:
+    if away and not window.incumbent_gone:
         lost = window.lost if window.lost is not None else window.last_inflight
-        window = replace(window, incumbent_gone=True, lost=lost)
-    window = replace(window, seen_not_open=True, restored=None, preflight={}, unreachable=True)
+        window = replace(window, incumbent_gone=True, lost=lost, seen_not_open=True)
+    elif away:
+        window = replace(window, seen_not_open=True)
+    window = replace(window, restored=None, preflight={}, unreachable=True)
     phase: Phase = "restoring" if window.restore_started else "down"
     return replace(state, phase=phase, window=_observed(window, now))
 
@@ -251,18 +283,29 @@ def _on_preflight(state: RestoreState, pf: Preflight, bounds: Bounds) -> Restore
 def _close(state: RestoreState, window: Window, now: float, bounds: Bounds,
            restored: Engine | None = None) -> RestoreState:
     restored = restored or window.restored
-    if window.lost is None and not window.incumbent_gone and window.last_inflight is not None:
-        window = replace(window, lost=0)  # the incumbent still serves its requests: none lost
+    if not window.incumbent_gone and (window.lost is not None or window.last_inflight is not None):
+        if restored is None:
+            # Nothing restored: the incumbent serves on, its requests (even those still in flight
+            # past the cutoff) were never cut. Lost is what a restore took.
+            window = replace(window, lost=0)
+        elif window.lost is None:
+            window = replace(window, lost=0)  # the incumbent still serves its requests
     outcome, not_before = judge(window, now, restored, bounds)
     compared = window.compared_with()
     last = LastWindow(window.start, now, window.cause, outcome, not_before, window.start_exact,
-                      window.lost, window.incumbent, compared, restored)
+                      window.lost, window.incumbent, compared, restored, restored is None)
     state = replace(state, phase="serving", window=None, last_window=last,
                     unreachable_since=None)
     if restored is None:
-        # Nothing was restored (a drain called off and closed by an event while the incumbent
-        # still served): there is nothing to judge, and the last judgment stands, as on abort.
+        # Nothing was restored (the incumbent's own incarnation admits again, or a drain called
+        # off was closed by an event): there is nothing to judge, and the last judgment stands,
+        # as on abort.
         return state
+    if (window.cause == "unreachable" and not window.start_exact and window.incumbent
+            and window.incumbent.replaced_by(restored)):
+        # The incumbent went away before this sidecar process first looked (no drain seen, no
+        # window on file): the new incarnation is an unplanned restart too.
+        state = _unplanned(state, now)
     checks = compute_checks(window, restored, bounds)
     reference = restored if verified(checks) else compared
     return replace(state, checks=checks, judged=last, reference=reference or state.reference)

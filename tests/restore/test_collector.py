@@ -145,10 +145,15 @@ def test_checks_replaced_when_the_next_window_closes() -> None:
 def test_incumbent_inflight_while_open_and_zero_once_gone() -> None:
     reg = registry_for(RestoreView(state=opened()))
     assert reg.get_sample_value("helios_restore_incumbent_inflight_requests") == 2
-    gone = final([fail(T0 + 10)], BOUNDS, state=opened())
-    back = final([poll(T0 + 20, generation="g2", admission="closed", inflight=5)], BOUNDS,
+    blip = final([fail(T0 + 10)], BOUNDS, state=opened())  # within the down grace (60 s)
+    reg = registry_for(RestoreView(state=blip))
+    assert reg.get_sample_value("helios_restore_incumbent_inflight_requests") == 2
+    gone = final([fail(T0 + 10), fail(T0 + 71)], BOUNDS, state=opened())
+    back = final([poll(T0 + 80, generation="g2", admission="closed", inflight=5)], BOUNDS,
                  state=gone)
-    for state in (gone, back):
+    replaced = final([poll(T0 + 20, generation="g2", admission="closed", inflight=5)], BOUNDS,
+                     state=blip)
+    for state in (gone, back, replaced):
         reg = registry_for(RestoreView(state=state))
         assert reg.get_sample_value("helios_restore_incumbent_inflight_requests") == 0
     unknown = final([poll(T0, admission="draining", inflight=None)], BOUNDS)
@@ -246,6 +251,10 @@ def test_inflight_survives_a_restart_mid_window_before_the_engine_answers() -> N
     reg = CollectorRegistry()
     reg.register(OffloadCollector(EnginePicture, lambda: state))
     assert reg.get_sample_value("helios_engine_inflight_requests", {"generation": "g-old"}) == 3
+    assert reg.get_sample_value("helios_engine_up") is None  # not polled yet: unknown
+    reg = CollectorRegistry()
+    reg.register(OffloadCollector(lambda: EnginePicture(polled=True), lambda: state))
+    assert reg.get_sample_value("helios_engine_inflight_requests", {"generation": "g-old"}) == 3
     assert reg.get_sample_value("helios_engine_up") == 0
 
 
@@ -262,3 +271,18 @@ def test_promtool_accepts_every_restore_series() -> None:
                  "helios_restore_last_window_lost_requests", "helios_restore_check_ok"):
         assert name.encode() in text
     promtool_check_metrics(text)
+
+
+def test_last_window_restored_says_whether_the_checks_were_judged() -> None:
+    judged = closed(container="c2")
+    nothing = final([fail(T0 + 1000), fail(T0 + 1061), poll(T0 + 1100, generation="g2",
+                                                            container="c2")], BOUNDS, state=judged)
+    aborted = final([poll(T0 + 1200, generation="g2", container="c2", admission="draining",
+                          inflight=0), event(T0 + 1210, "abort")], BOUNDS, state=judged)
+    for state, restored in ((judged, 1), (nothing, 0), (aborted, 0)):
+        reg = registry_for(RestoreView(state=state))
+        assert reg.get_sample_value("helios_restore_last_window_restored") == restored
+        # The failed check of the judged restore stays exported (and paging) throughout.
+        assert reg.get_sample_value("helios_restore_check_ok", {"check": "container"}) == 0
+    assert registry_for(RestoreView()).get_sample_value(
+        "helios_restore_last_window_restored") is None

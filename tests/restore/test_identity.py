@@ -119,8 +119,10 @@ def test_reasons_say_expected_and_found() -> None:
         {"check": "container", "expected": "c1", "found": "c2"},
         {"check": "checkpoint", "expected": CKPT, "found": "ckpt-0041"},
     ]
-    lost = final([poll(0, inflight=3), poll(10, admission="draining", inflight=3), fail(20),
-                  poll(40, generation="g1")])
+    # A restart that kept the generation (another start): a restore, not the incumbent back.
+    lost = final([poll(0, inflight=3, started_at=1), poll(10, admission="draining",
+                                                             inflight=3, started_at=1),
+                  fail(20), poll(40, generation="g1", started_at=35)])
     (fresh, drained) = reasons(lost.checks, lost.judged)
     assert fresh == {"check": "fresh_generation", "expected": "a generation other than g1",
                      "found": "g1"}

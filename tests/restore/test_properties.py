@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import cache
 
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +19,7 @@ from exporter.restore.window import (
     Poll,
     Preflight,
     RestoreState,
+    Window,
     restarted,
     step,
 )
@@ -191,6 +193,7 @@ def test_window_start_and_opening_causes(t0: float, seq: list, bounds: Bounds) -
             assert not before.seen_since_start and before.last_seen is not None
             assert state.last_window is not None and state.last_window.outcome == "unobserved"
             assert state.last_window.start is None and "drained_admission" not in state.checks
+        check_incarnation(before, state, inp, bounds, streak_first)
         if now_open is not None:
             assert now_open.start <= inp.at
             assert now_open.deadline(bounds, "request_cutoff") == now_open.start + bounds.request_cutoff
@@ -208,7 +211,58 @@ def test_window_start_and_opening_causes(t0: float, seq: list, bounds: Bounds) -
         if state.checks:
             assert not any(k.startswith("preflight_") and k[10:] not in bounds.preflight
                            for k in state.checks)
-        assert state.unplanned_restarts >= before.unplanned_restarts
+        assert state.unplanned_restarts - before.unplanned_restarts in (0, 1)
+
+
+def incumbent_answers(window: Window | None, inp: Input) -> bool:
+    """`inp` is a snapshot of `window`'s incumbent's own incarnation."""
+    return (window is not None and window.incumbent is not None and isinstance(inp, Poll)
+            and inp.snapshot is not None
+            and not window.incumbent.replaced_by(Engine.of(inp.snapshot)))
+
+
+def check_incarnation(before: RestoreState, state: RestoreState, inp: Input, bounds: Bounds,
+                      streak_first: float | None) -> None:
+    """The incumbent is gone only after the grace or for another incarnation; a window its own
+    incarnation closes judges nothing; a restart counts only a new incarnation."""
+    was, now_open = before.window, state.window
+    failed = isinstance(inp, Poll) and inp.snapshot is None
+    if was is not None and now_open is not None and now_open.incumbent_gone \
+            and not was.incumbent_gone:
+        # Gone: unreachable for longer than the grace, or another incarnation answered.
+        assert isinstance(inp, Poll)
+        if failed:
+            assert streak_first is not None and inp.at - streak_first > bounds.down_grace
+        else:
+            assert inp.snapshot is not None and not incumbent_answers(was, inp)
+    if incumbent_answers(was, inp) and now_open is not None:
+        assert isinstance(inp, Poll) and inp.snapshot is not None
+        assert not now_open.incumbent_gone  # its own incarnation answering: never gone
+        adm = inp.snapshot.admission
+        if adm is not None and adm.inflight_requests is not None:
+            assert now_open.incumbent_inflight() == adm.inflight_requests
+    if was is not None and now_open is None and incumbent_answers(was, inp):
+        # Closed by the incumbent's own incarnation admitting again: nothing restored.
+        last = state.last_window
+        assert last is not None and last.nothing_restored and last.lost in (0, None)
+        assert state.checks == before.checks and state.judged == before.judged
+        assert state.unplanned_restarts == before.unplanned_restarts
+    if state.judged is not before.judged and state.judged is not None:
+        judged = state.judged
+        assert judged.restored is not None  # a judgment is always of a restored engine
+        if judged.incumbent is not None:
+            assert judged.incumbent.replaced_by(judged.restored)
+    if state.unplanned_restarts != before.unplanned_restarts:
+        # Only a snapshot of another incarnation than the one seen last counts, outside a window
+        # or closing one the sidecar opened on its first look at an unreachable engine.
+        assert isinstance(inp, Poll) and inp.snapshot is not None
+        assert state.last_unplanned_restart == inp.at
+        engine = Engine.of(inp.snapshot)
+        if was is None:
+            assert before.last_seen is not None and before.last_seen.replaced_by(engine)
+        else:
+            assert was.cause == "unreachable" and not was.start_exact and now_open is None
+            assert was.incumbent is not None and was.incumbent.replaced_by(engine)
 
 
 @SETTINGS
@@ -240,3 +294,59 @@ def test_start_survives_encoding_to_the_last_bit(start: float) -> None:
     assert back.window is not None
     assert back.window.start == start
     assert math.copysign(1, back.window.start) == math.copysign(1, start)
+
+
+# One engine that never restarts (the same generation, container and start throughout): its
+# blips, outages, drains called off and events never make a judgment or an unplanned restart.
+same_engine = st.builds(
+    _snap, st.just("g1"), st.sampled_from(["open", "draining", "closed", None]),
+    st.one_of(st.none(), st.integers(0, 3)), st.just("c1"), st.just("sha256:a"),
+    st.sampled_from([None, 1.7e9]),  # a snapshot that leaves started_at out does not tell
+)
+quiet_actions = st.tuples(
+    st.one_of(st.floats(0.001, 30, allow_nan=False), st.sampled_from([0.0, 1.0, 10.0, 0.1])),
+    st.one_of(same_engine, same_engine, st.none(), st.none(),
+              st.sampled_from(["drain_started", "restore_started", "window_closed", "abort"]),
+              st.tuples(st.sampled_from(["direct", "routed"]), st.booleans()),
+              st.just(RESTART)),
+)
+
+
+@SETTINGS
+@given(start_at, st.lists(quiet_actions, min_size=1, max_size=60), bounds_st)
+def test_an_engine_that_never_restarts_is_never_judged(t0: float, seq: list,
+                                                      bounds: Bounds) -> None:
+    # A judged restore into the wrong container, then g1 (c1) seen serving.
+    judged = step(RestoreState(), Poll(t0 - 1, _snap("g1", "open", 0, "c1", "sha256:a", 1.7e9)),
+                  bounds)
+    state = replace(judged, checks={"container": False, "fresh_generation": True},
+                    reference=Engine("g0", container_id="c1"))
+    checks, reference = state.checks, state.reference
+    streak: float | None = None  # first failed poll since an answer, an abort, a restart
+    for inp in inputs_of(t0, seq):
+        before = state
+        state = advance(state, inp, bounds)
+        if isinstance(inp, Poll):
+            streak = (inp.at if streak is None else streak) if inp.snapshot is None else None
+        elif isinstance(inp, Restart) or (isinstance(inp, Event) and inp.kind == "abort"
+                                          and before.window is not None):
+            streak = None
+        if state.window is not None and isinstance(inp, Poll) and inp.snapshot is None:
+            assert streak is not None
+            assert state.window.incumbent_gone == (
+                (before.window is not None and before.window.incumbent_gone)
+                or inp.at - streak > bounds.down_grace)
+        assert state.checks == checks and state.judged is None and state.reference == reference
+        assert state.unplanned_restarts == 0
+        last = state.last_window
+        if last is not None and last.outcome != "aborted":
+            assert last.nothing_restored and last.lost in (0, None)
+        window = state.window
+        if window is not None and isinstance(inp, Poll) and inp.snapshot is not None:
+            assert not window.incumbent_gone  # it answered: it is not gone
+            adm = inp.snapshot.admission
+            if adm is not None and adm.inflight_requests is not None:
+                assert window.incumbent_inflight() == adm.inflight_requests
+        if window is not None and before.window is not None and window.incumbent_gone \
+                and not before.window.incumbent_gone:
+            assert isinstance(inp, Poll) and inp.snapshot is None

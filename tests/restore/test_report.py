@@ -81,3 +81,26 @@ def test_an_aborted_outage_says_why_no_window_opens() -> None:
     assert doc["window_open"] is False and doc["outage_aborted"] is True
     assert doc["last_window"]["outcome"] == "aborted"
     assert as_json(final([poll(0)]))["outage_aborted"] is False
+
+
+def test_a_window_the_incumbent_closed_itself_says_nothing_was_restored() -> None:
+    judged = final([poll(0), poll(10, admission="closed", inflight=0), fail(20), fail(31),
+                    poll(40, generation="g2", container="c2")])
+    state = final([fail(100), fail(111), poll(150, generation="g2", container="c2")],
+                  state=judged)
+    doc = as_json(state)
+    last = doc["last_window"]
+    assert last["restored"] is None and last["nothing_restored"] is True
+    assert last["reason"].startswith("nothing restored: the incumbent's own incarnation "
+                                     "(generation g2) admitted again")
+    assert last["incumbent"]["generation"] == "g2" and last["lost_requests"] == 0
+    # The checks shown are still those of the restore they judged.
+    assert doc["checks_window"] == {"start": 10, "end": 40, "outcome": "in_time"}
+    assert doc["failed_checks"] == [{"check": "container", "expected": "c1", "found": "c2"}]
+    assert as_json(judged)["last_window"]["reason"] is None
+
+
+def test_the_last_unplanned_restart_is_shown() -> None:
+    doc = as_json(final([poll(0), poll(5, generation="g2")]))
+    assert doc["unplanned_restarts"] == 1 and doc["last_unplanned_restart"] == 5
+    assert as_json(final([poll(0)]))["last_unplanned_restart"] is None

@@ -25,7 +25,8 @@ def test_restore_into_a_new_container_while_the_sidecar_was_down_is_recorded_and
     assert "drained_admission" not in s.checks  # nobody saw the drain
     assert s.judged == last
     assert s.reference is not None and s.reference.generation == "g1"  # not verified
-    assert s.unplanned_restarts == 0
+    # No window saw it coming (a pod restart takes both containers down): it warns too.
+    assert s.unplanned_restarts == 1 and s.last_unplanned_restart == 5000
 
 
 def test_restore_into_the_same_container_while_down_passes_and_becomes_the_reference() -> None:
@@ -87,7 +88,36 @@ def test_restore_through_a_window_is_not_unplanned() -> None:
     assert s.unplanned_restarts == 0
 
 
-def test_first_look_after_a_start_is_not_counted() -> None:
-    s = step(recorded(), poll(5000, generation="g2"), BOUNDS)
-    assert s.unplanned_restarts == 0
+def test_first_look_counts_only_another_incarnation_than_the_recorded_one() -> None:
+    assert step(recorded(), poll(5000, generation="g2"), BOUNDS).unplanned_restarts == 1
+    assert step(recorded(), poll(5000), BOUNDS).unplanned_restarts == 0  # the same engine
+    # Nothing recorded (a first start): nothing to compare with.
     assert step(RestoreState(), poll(1, generation="g9"), BOUNDS).unplanned_restarts == 0
+
+
+def test_a_restore_found_warming_up_at_the_start_is_counted_once() -> None:
+    states = run([poll(5000, generation="g2", admission="closed", inflight=0),
+                  poll(5010, generation="g2")], state=recorded())
+    assert [s.unplanned_restarts for s in states] == [1, 1]
+
+
+def test_a_restore_found_down_at_the_start_is_counted_when_it_answers() -> None:
+    # The sidecar starts while the engine is still down (a pod restart, the engine slower to
+    # load than the grace): the window opens on its first look; the new incarnation counts.
+    states = run([fail(5000), fail(5011), poll(5100, generation="g2")], state=recorded())
+    assert [s.unplanned_restarts for s in states] == [0, 0, 1]
+    assert states[-1].last_unplanned_restart == 5100
+    # The same engine back is nothing restored, and no restart.
+    same = final([fail(5000), fail(5011), poll(5100)], state=recorded())
+    assert same.unplanned_restarts == 0 and same.last_window is not None
+    assert same.last_window.nothing_restored
+
+
+def test_a_window_on_file_is_no_unplanned_restart() -> None:
+    # The sidecar was killed inside a window: the restore it finds is that window's.
+    inside = restart(final([poll(0, inflight=1), poll(5, admission="draining", inflight=0)]))
+    for first_look in ([poll(5000, generation="g2")],
+                       [fail(5000), fail(5011), poll(5100, generation="g2")]):
+        s = final(first_look, state=inside)
+        assert s.unplanned_restarts == 0 and s.last_window is not None
+        assert s.checks["fresh_generation"] is True

@@ -80,12 +80,14 @@ def test_restore_started_without_window_opens_nothing() -> None:
 
 
 def test_drain_counts_only_before_the_engine_went_away() -> None:
-    # Draining with requests in flight, then unreachable, then back with the same generation
-    # and nothing in flight: the requests were not drained, they were lost.
-    s = step(serving(), poll(10, admission="draining", inflight=2), BOUNDS)
-    s = step(s, fail(20), BOUNDS)
-    s = step(s, poll(30, admission="closed", inflight=0), BOUNDS)
-    assert s.window is not None and not s.window.drained
+    # Draining with requests in flight, then unreachable past the grace, then another
+    # incarnation (restarted, same generation) with nothing in flight: the incumbent's requests
+    # were not drained, they were lost.
+    s = step(serving(started_at=1), poll(10, admission="draining", inflight=2, started_at=1),
+             BOUNDS)
+    s = final([fail(20), fail(31), poll(35, admission="closed", inflight=0, started_at=33)],
+              state=s)
+    assert s.window is not None and not s.window.drained and s.window.lost == 2
     s = step(s, poll(40, admission="open", inflight=0, generation="g-new"), BOUNDS)
     assert s.checks["drained_admission"] is False
 
@@ -203,14 +205,22 @@ def test_event_window_not_closed_by_engine_still_reporting_open() -> None:
     [
         [poll(40, admission="draining", inflight=1)],
         [poll(40, admission="closed", inflight=0)],
-        [fail(40)],
+        [fail(40), fail(51)],  # unreachable for longer than the grace
     ],
 )
 def test_event_window_closes_once_engine_was_seen_going_away(gone_away: list) -> None:
-    states = run([poll(0), event(5, "drain_started"), poll(10), *gone_away, poll(50)])
+    states = run([poll(0), event(5, "drain_started"), poll(10), *gone_away, poll(60)])
     assert states[-2].window is not None
     assert states[-1].window is None
-    assert states[-1].last_window is not None and states[-1].last_window.end == 50
+    assert states[-1].last_window is not None and states[-1].last_window.end == 60
+
+
+def test_event_window_is_not_closed_by_a_blip() -> None:
+    # One failed poll is not the engine going away: an engine still admitting after it keeps the
+    # window of the drain_started event open.
+    states = run([poll(0), event(5, "drain_started"), poll(10), fail(40), poll(45), poll(50)])
+    assert all(s.window is not None and s.window.start == 5 for s in states[1:])
+    assert states[-1].phase == "draining"
 
 
 # -- closing and checks --------------------------------------------------------------------------
@@ -256,9 +266,17 @@ def test_restored_with_different_image() -> None:
 
 
 def test_restored_with_the_old_generation() -> None:
-    s = final(full_restore(restored_generation="g1"))
+    # Restarted (another start time), but reporting the incumbent's generation.
+    s = final([poll(0, inflight=3, started_at=1), poll(10, admission="draining", started_at=1),
+               fail(30), fail(41), poll(60, generation="g1", started_at=55)])
     assert s.window is None
     assert s.checks["fresh_generation"] is False
+    assert s.last_window is not None and s.last_window.restored is not None
+
+
+def test_restored_into_a_new_container_with_the_old_generation() -> None:
+    s = final([*full_restore()[:-1], poll(60, generation="g1", container="c2")])
+    assert s.checks["fresh_generation"] is False and s.checks["container"] is False
 
 
 def test_late_outcome_and_duration() -> None:
