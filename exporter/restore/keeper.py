@@ -33,6 +33,7 @@ from exporter.restore.window import (
     Preflight,
     RestoreState,
     refusal,
+    restarted,
     step,
 )
 from exporter.snapshot import Snapshot
@@ -138,7 +139,7 @@ class RestoreKeeper:
                 self.load()
             before = self._state
             state = self._apply(Poll(now, snapshot))
-            if self._dirty and state is before:  # nothing new, but not on disk yet
+            if self._dirty and state is before:  # nothing new (so not tried), not on disk yet
                 self._persist()
         if state.phase == "verifying" and self._preflight:
             await self._run_preflight(state)
@@ -170,7 +171,11 @@ class RestoreKeeper:
         if after != before:
             self._state = after
             logs.CONTEXT["phase"] = after.phase
-            self._persist()
+            # Written when what the file holds changes (`restarted`: not a failure streak, not
+            # the in-flight count of a poll outside a window, so a quiet engine costs no fsync
+            # per poll; inside a window every poll is evidence), or to retry a failed write.
+            if self._dirty or restarted(after) != restarted(before):
+                self._persist()
             if after.phase != before.phase or (after.window is None) != (before.window is None):
                 log.info("restore_transition", phase=after.phase, previous=before.phase,
                          window_start=after.window.start if after.window else None,

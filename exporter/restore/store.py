@@ -1,5 +1,6 @@
-"""Durable restore state: one JSON file under --state-dir, replaced atomically at every change
-(exporter/durable.py: a SIGKILL at any instant leaves the old or the new state, never a torn one).
+"""Durable restore state: one JSON file under --state-dir, replaced atomically whenever what it
+holds changes (exporter/durable.py: a SIGKILL at any instant leaves the old or the new state,
+never a torn one; the keeper decides when: exporter/restore/keeper.py).
 A file that cannot be read back is moved aside (never deleted: on-call may need it) and reported.
 """
 
@@ -29,6 +30,7 @@ class StateStore:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.path = directory / STATE_FILE
+        self.writes = 0  # successful saves by this process (each one two fsyncs)
 
     def load(self) -> RestoreState | None:
         """The saved state, None when there is none; StateFileError when it is unusable."""
@@ -48,3 +50,4 @@ class StateStore:
     def save(self, state: RestoreState) -> None:
         """Atomically replace the state file; raises OSError (disk full, read-only) to the caller."""
         atomic_write(self.path, encode(state))
+        self.writes += 1
