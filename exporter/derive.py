@@ -129,6 +129,7 @@ class EnginePicture:
 
     snapshot: Snapshot | None = None  # last good snapshot
     snapshot_current: bool = False  # the latest poll produced it
+    polled: bool = False  # a snapshot poll has finished (until then, up or down is unknown)
     headroom: Headroom | None = None
     counter_decreases: int = 0
     decreased_fields: tuple[str, ...] = ()  # of this cycle
@@ -179,6 +180,7 @@ def advance_engine(
     return EnginePicture(
         snapshot=snapshot,
         snapshot_current=snap is not None,
+        polled=True,
         headroom=headroom,
         counter_decreases=prev.counter_decreases + len(decreased),
         decreased_fields=decreased,

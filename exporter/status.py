@@ -25,7 +25,8 @@ def status(view: View, bounds: Bounds, config: Config, now: float) -> dict[str, 
         "identity": None if snap is None or snap.identity is None else asdict(snap.identity),
         "snapshot_dropped_fields": list(snap.dropped_fields) if snap else [],
         "engine_url": redact_url(config.engine_url),  # as given, the password hidden
-        "engine_up": view.engine.snapshot_current,
+        # None until the first snapshot poll finished.
+        "engine_up": view.engine.snapshot_current if view.engine.polled else None,
         "pins": [{"pin": c.pin, "expected": c.expected, "found": c.found, "ok": c.ok}
                  for c in view.pins],
         "offload_geometry": _geometry(snap),

@@ -22,7 +22,13 @@ def test_endpoints_before_and_after_first_cycle(tmp_path: Path) -> None:
         sidecar, client = await _client_for(engine, tmp_path)
         assert (await client.get("/healthz")).status_code == 200
         assert (await client.get("/readyz")).status_code == 503
+        # Before the first poll finished, whether the engine is up is unknown: not 0.
+        early = await client.get("/metrics")
+        promtool_check_metrics(early.content)
+        assert "helios_engine_up" not in early.text
+        assert (await client.get("/status")).json()["engine_up"] is None
         await sidecar.loop.cycle()
+        assert "helios_engine_up 1.0" in (await client.get("/metrics")).text
         assert (await client.get("/readyz")).status_code == 200
         text = await client.get("/metrics")
         assert text.headers["content-type"].startswith("text/plain; version=0.0.4")

@@ -40,9 +40,11 @@ class OffloadCollector:
 
     def collect(self) -> Iterator[Metric]:
         eng = self._engine()
-        up = gauge("helios_engine_up", "1 when the latest poll of the engine snapshot succeeded.")
-        up.add_metric([], 1.0 if eng.snapshot_current else 0.0)
-        yield up
+        if eng.polled:  # absent until the first poll finished: unknown is not down
+            up = gauge("helios_engine_up",
+                       "1 when the latest poll of the engine snapshot succeeded.")
+            up.add_metric([], 1.0 if eng.snapshot_current else 0.0)
+            yield up
         snap = eng.snapshot
         window = self._restore().window
         if snap is None:

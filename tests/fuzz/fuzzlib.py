@@ -36,7 +36,7 @@ CLOSED: dict[str, set[str]] = {
 
 def render_snapshot(snap: Snapshot, headroom: derive.Headroom | None = None) -> bytes:
     registry = CollectorRegistry()
-    state = EnginePicture(snapshot=snap, snapshot_current=True, headroom=headroom)
+    state = EnginePicture(snapshot=snap, snapshot_current=True, polled=True, headroom=headroom)
     registry.register(OffloadCollector(lambda: state, RestoreState))
     return generate_latest(registry)
 

@@ -75,7 +75,7 @@ def test_hostile_identity_string_is_dropped_not_exported(field: str, kind: str) 
     assert parsed.dropped_fields == (field,)
     assert getattr(parsed.identity, field.split(".")[1]) is None
     reg = CollectorRegistry()
-    state = EnginePicture(snapshot=parsed, snapshot_current=True)
+    state = EnginePicture(snapshot=parsed, snapshot_current=True, polled=True)
     reg.register(OffloadCollector(lambda: state, RestoreState))
     text = generate_latest(reg).decode()
     assert MARK not in text
