@@ -35,6 +35,12 @@ class T:
             f"{{{{ . | first | {render} }}}}{{{{ else }}}}{missing}{{{{ end }}}}"
         )
 
+    def when(self, metric_fmt: str, text: str) -> str:
+        """`text` when the query `metric_fmt` (with `{TARGET}`) returns a series, else nothing."""
+        expr = metric_fmt.replace("{TARGET}", self._matchers)
+        args = " ".join([self._args] * metric_fmt.count("{TARGET}"))
+        return f"{{{{ with printf `{expr}` {args} | query }}}}{text}{{{{ end }}}}"
+
     def value(self, metric_fmt: str, render: str, missing: str = "unknown") -> str:
         """The value of the first series `metric_fmt` returns, rendered with `render`."""
         return self.query(metric_fmt, f"value | {render}", missing)

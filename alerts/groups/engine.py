@@ -69,16 +69,18 @@ def alerts(c: Config) -> list[Alert]:
             expr=f"increase({q.sel('helios_engine_unplanned_restarts_total')}[{window}]) > 0",
             summary=f"Engine on {t.target} restarted outside a restore window",
             description=(
-                f"The engine on {t.target} came back as a new monitoring generation with no "
-                f"restore window open ({{{{ $value | humanize }}}} time(s) in the {window} before "
+                f"The engine on {t.target} came back as a new incarnation that no restore "
+                f"window saw coming ({{{{ $value | humanize }}}} time(s) in the {window} before "
                 f"{t.now()}; generation now "
                 + t.query(_IDENTITY, 'label "generation"')
-                + "). An unplanned incarnation during a run invalidates the run's measurements; "
-                "a restore through a window never counts."
+                + "): it restarted while no window was open, or while the sidecar itself was "
+                "down (a pod restart takes both). An unplanned incarnation during a run "
+                "invalidates the run's measurements; a restore through a window never counts."
             ),
             meaning=(
-                f"`helios_engine_unplanned_restarts_total` increased within {window}: the "
-                "generation changed while no restore window was open"
+                f"`helios_engine_unplanned_restarts_total` increased within {window}: a new "
+                "incarnation (generation, container or start) while no restore window was open, "
+                "or found at the sidecar's start"
             ),
         ),
     ]

@@ -27,6 +27,7 @@ GROUP = "helios-restore"
 NAMES = ("HeliosRestoreWindowOpen", "HeliosRestoreWindowClosed", "HeliosRestoreWindowForgotten")
 
 END = "helios_restore_last_window_end_timestamp_seconds"
+RESTORED = "helios_restore_last_window_restored"
 OUTCOME_PHRASES = {
     "in_time": "closed in time",
     "late": "closed late",
@@ -42,6 +43,17 @@ def outcome_phrase() -> str:
             for i, (o, phrase) in enumerate(OUTCOME_PHRASES.items())
         )
         + "{{ else }}closed ({{ $labels.outcome }}){{ end }}"
+    )
+
+
+def if_nothing_restored(c: Config, text: str) -> str:
+    """`text` when the last window (not aborted) closed with nothing restored: the incumbent's own
+    incarnation admitted again, so no check was judged (the sidecar exports `RESTORED` 0)."""
+    t = T(c)
+    return (
+        '{{ if ne $labels.outcome "aborted" }}'
+        + t.when(f"last_over_time({RESTORED}{{{{TARGET}}}}[{c.outcome_notice}]) == 0", text)
+        + "{{ end }}"
     )
 
 
@@ -119,13 +131,18 @@ def alerts(c: Config) -> list[Alert]:
             summary=(
                 f"Restore window on {t.target} {outcome_phrase()} at "
                 "{{ $value | humanizeTimestamp }}"
+                + if_nothing_restored(c, ", nothing restored")
             ),
             description=(
                 f"The restore window on {t.target} (opened "
                 + t.last_ts("helios_restore_last_window_start_timestamp_seconds", lookback=notice,
                             missing="at a time nobody saw: the sidecar was down")
-                + f") {outcome_phrase()} at {{{{ $value | humanizeTimestamp }}}}. Requests of the "
-                "incumbent lost at the cutoff or when it went away: "
+                + f") {outcome_phrase()} at {{{{ $value | humanizeTimestamp }}}}. "
+                + if_nothing_restored(
+                    c, "Nothing was restored: the engine that answered was the incumbent's own "
+                    "incarnation (the same generation: it never restarted), so no post-restore "
+                    "check was judged and earlier results stand. ")
+                + "Requests of the incumbent lost at the cutoff or when it went away: "
                 + t.value(
                     f"last_over_time(helios_restore_last_window_lost_requests{{{{TARGET}}}}[{notice}])",
                     "humanize",
@@ -135,7 +152,8 @@ def alerts(c: Config) -> list[Alert]:
             ),
             meaning=(
                 f"for {notice} after a window closed or was aborted (labels `outcome` and "
-                "`window_end`: one notice per window; value: its end), when that close ended or "
+                "`window_end`: one notice per window; value: its end; it says so when nothing "
+                "was restored, `helios_restore_last_window_restored` 0), when that close ended or "
                 "accompanied a restore page: the window was seen "
                 "open past its restore deadline, or past its request cutoff with incumbent "
                 "requests in flight, or a post-restore check was failing. Extra to the interface: "
