@@ -59,3 +59,6 @@ LOG_LEVEL: Final = "info"
 # `helios-exporter status`: seconds between redraws with --watch, and to wait for the sidecar.
 WATCH_INTERVAL: Final = 2.0
 STATUS_TIMEOUT: Final = 5.0
+# The status page calls an unplanned restart recent (a summary line, the runbook) this long:
+# as long as HeliosEngineRestartedOutsideWindow fires (alerts/config.yaml engine.restart_window).
+RESTART_RECENT: Final = 3600.0

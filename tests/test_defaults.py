@@ -84,3 +84,10 @@ def test_every_option_default_is_the_config_default() -> None:
             assert fields[opt.dest] == opt.default, opt.flag
     assert Bounds() == Bounds(fields["request_cutoff"], fields["restore_bound"],
                               fields["down_grace"])
+
+
+def test_a_recent_restart_on_the_status_page_is_as_long_as_the_alert_fires() -> None:
+    configured = seconds(alert_config()["engine"]["restart_window"])
+    assert configured == defaults.RESTART_RECENT
+    expr = alert_rule("HeliosEngineRestartedOutsideWindow")["expr"]
+    assert f"[{alert_config()['engine']['restart_window']}]" in expr, expr

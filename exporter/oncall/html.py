@@ -18,7 +18,6 @@ from typing import Any, Final
 
 from exporter.oncall import report
 from exporter.oncall.model import (
-    TONE_WORDS,
     At,
     Block,
     Cell,
@@ -138,7 +137,7 @@ def page(status: Mapping[str, Any], now: float) -> str:
 
 
 def render(rep: Report) -> str:
-    word = TONE_WORDS[rep.tone]
+    word = rep.headline
     nav = "".join(f'<li><a href="#{s.id}">{escape(s.title)}</a></li>' for s in rep.sections)
     summary = "".join(f"<li>{_cell(line)}</li>" for line in rep.summary)
     engine = f"Engine {_piece(Code(rep.engine_url))} · " if rep.engine_url else ""

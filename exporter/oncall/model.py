@@ -64,9 +64,11 @@ Cell = tuple[Piece, ...]
 OK: Word = Word("ok", "good")
 FAILED: Word = Word("FAILED", "bad")
 UNKNOWN: Word = Word("unknown", "neutral")
-# The word for a whole report, by its tone: the page's title and both summaries.
+# The word for a whole report, by its tone: the page's title and both summaries. A warning
+# with no window open (an unplanned restart, an unobserved restore) is not "WINDOW OPEN".
 TONE_WORDS: dict[Tone, str] = {"bad": "FAILED", "warn": "WINDOW OPEN", "good": "ok",
                                "neutral": "unknown"}
+NO_WINDOW_WARNING = "WARNING"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,14 @@ class Report:
     tone: Tone  # of the whole: bad when anything failed, warn while a window is open
     summary: tuple[Cell, ...]  # one line each, the most urgent first
     sections: tuple[Section, ...]
+    window_open: bool = True
+
+    @property
+    def headline(self) -> str:
+        """The word for the whole report."""
+        if self.tone == "warn" and not self.window_open:
+            return NO_WINDOW_WARNING
+        return TONE_WORDS[self.tone]
 
 
 # -- time, the same words on the page, in its script and in the terminal ------------------------

@@ -274,5 +274,9 @@ def last_window_blocks(restore: Mapping[str, Any]) -> tuple[Block, ...]:
                 "and by", At(after) if after is not None else UNKNOWN)))
     if "lost_requests" in last:
         rows.append(("lost requests", (text(last.get("lost_requests")),)))
+    reason = last.get("reason")
+    if last.get("nothing_restored") is True or isinstance(reason, str):
+        # No check was judged at this close: the checks shown belong to an earlier window.
+        rows.append(("checks", (Word("not judged", "neutral"), text(reason))))
     return (Fields(tuple(rows)), engines_table("Engines of the last window", last, verified))
 

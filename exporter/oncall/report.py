@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from exporter.defaults import RESTART_RECENT
 from exporter.oncall import parts
 from exporter.oncall.model import (
     FAILED,
@@ -50,6 +51,14 @@ def build(status: Mapping[str, Any], now: float) -> Report:
     else:
         phase = restore.get("phase")
         summary.append(("good", (OK, "no restore window open; phase", code(phase))))
+        if restore.get("outage_aborted") is True:
+            summary.append(("warn", (Word("aborted", "warn"), "the window of this outage was "
+                                     "aborted: none opens until the engine answers again")))
+    restarted = _recent_restart(restore, now)
+    if restarted is not None:
+        summary.append(("warn", (Word("restarted", "warn"), "the engine came back as a new "
+                                 "incarnation outside a restore window at", At(restarted), "(",
+                                 Since(now - restarted), ")")))
     last = field(restore, "last_window")
     outcome = field(last, "outcome")
     if window is None and outcome == "late":
@@ -89,12 +98,13 @@ def build(status: Mapping[str, Any], now: float) -> Report:
         as_of=now,
         tone=tone,
         summary=tuple(cell for _, cell in summary),
+        window_open=window is not None,
         sections=(
             Section("next", "What to do next", (Steps(tuple(_next_steps(
                 status, window, now, bool(failed), pins, rules, sources))),)),
             Section("window", "Restore window", _window_blocks(restore, window, status, now)),
             Section("checks", "Post-restore checks", parts.checks_blocks(restore, checks)),
-            Section("engine", "Engine", (_engine_fields(status, restore),)),
+            Section("engine", "Engine", (_engine_fields(status, restore, now),)),
             Section("pins", "Pins and offload geometry", parts.pins_blocks(status, pins, rules)),
             Section("sources", "Sources", (parts.sources_table(sources),)),
             Section("last-window", "Last window", parts.last_window_blocks(restore)),
@@ -104,6 +114,13 @@ def build(status: Mapping[str, Any], now: float) -> Report:
 
 
 # -- summary ------------------------------------------------------------------------------------
+def _recent_restart(restore: Mapping[str, Any], now: float) -> float | None:
+    """When the last unplanned restart was seen, if recent (HeliosEngineRestartedOutsideWindow
+    fires as long)."""
+    at = number(restore.get("last_unplanned_restart"))
+    return at if at is not None and now - at < RESTART_RECENT else None
+
+
 def _end(last: Any) -> Cell:
     end = number(field(last, "end"))
     return (UNKNOWN,) if end is None else (At(end),)
@@ -122,7 +139,7 @@ def _window_summary(window: Mapping[str, Any], restore: Mapping[str, Any],
                     now: float) -> list[tuple[Tone, Cell]]:
     start = number(window.get("start"))
     opened: Cell = ("since", At(start), "(", Since(now - start), ")") if start else ()
-    inflight = number(window.get("incumbent_inflight_requests", window.get("last_inflight")))
+    inflight = _incumbent_inflight(window)
     draining: Cell = (f"; {inflight:g} requests in flight",) if inflight else ()
     lines: list[tuple[Tone, Cell]] = [("warn", (Word("RESTORE WINDOW OPEN", "warn"), "phase",
                                                 code(restore.get("phase")), *opened, *draining))]
@@ -131,11 +148,20 @@ def _window_summary(window: Mapping[str, Any], restore: Mapping[str, Any],
         if at is None or left is None:
             lines.append(("warn", (UNKNOWN, label)))
             continue
-        if left < 0:
-            lines.append(("bad", (Word("PASSED", "bad"), label, At(at), ",", Until(left))))
-        else:
+        if left >= 0:
             lines.append(("warn", (label, At(at), ",", Until(left))))
+        elif name == "request_cutoff" and not inflight:
+            # As HeliosRequestCutoffBreached: past the cutoff is a failure only while the
+            # incumbent still has requests in flight (lost ones are under lost requests).
+            lines.append(("warn", (label, At(at), ",", Until(left),
+                                   "; the incumbent has no request in flight")))
+        else:
+            lines.append(("bad", (Word("PASSED", "bad"), label, At(at), ",", Until(left))))
     return lines
+
+
+def _incumbent_inflight(window: Mapping[str, Any]) -> float | None:
+    return number(window.get("incumbent_inflight_requests", window.get("last_inflight")))
 
 
 # -- what to do next ----------------------------------------------------------------------------
@@ -153,7 +179,7 @@ def _next_steps(status: Mapping[str, Any], window: Mapping[str, Any] | None, now
         if restore_left is not None and restore_left < 0:
             steps.append(("The restore deadline has passed: escalate now, see",
                           _runbook("HeliosRestoreBoundBreached")))
-        inflight = number(window.get("incumbent_inflight_requests", window.get("last_inflight")))
+        inflight = _incumbent_inflight(window)
         if cutoff_left is not None and cutoff_left < 0 and inflight:
             steps.append(("Requests are still in flight past the request cutoff, see",
                           _runbook("HeliosRequestCutoffBreached")))
@@ -170,6 +196,10 @@ def _next_steps(status: Mapping[str, Any], window: Mapping[str, Any] | None, now
         steps.append(("The offload snapshot's arithmetic does not hold (the failed rule is under",
                       Link("Pins and offload geometry", "#pins"), "); see",
                       _runbook("HeliosOffloadGeometryInconsistent")))
+    restore = mapping(status.get("restore"))
+    if _recent_restart(restore, now) is not None:
+        steps.append(("The engine restarted outside a restore window: runs across it are "
+                      "invalid; find why, see", _runbook("HeliosEngineRestartedOutsideWindow")))
     down = {s.name for s in sources if s.result is FAILED}
     if window is None and ("engine_snapshot" in down or status.get("engine_up") is False):
         steps.append(("The engine's snapshot fails, see", _runbook("HeliosEngineSnapshotFailing")))
@@ -194,6 +224,11 @@ def _window_blocks(restore: Mapping[str, Any], window: Mapping[str, Any] | None,
     if window is None:
         cutoff, bound = number(bounds.get("request_cutoff")), number(bounds.get("restore_bound"))
         rows.append(("window", ("none open",)))
+        if "outage_aborted" in restore:
+            rows.append(("outage aborted", (
+                (Word("yes", "warn"), "(an abort discarded this outage's window: none opens "
+                 "until the engine answers, or on drain_started)")
+                if restore.get("outage_aborted") is True else ("no",))))
         if cutoff is not None and bound is not None:
             rows.append(("when one opens", (
                 f"request cutoff {parts.minutes(cutoff)} after its start, restore deadline "
@@ -227,7 +262,8 @@ def _window_blocks(restore: Mapping[str, Any], window: Mapping[str, Any] | None,
     return (Fields(tuple(rows)), engines)
 
 
-def _engine_fields(status: Mapping[str, Any], restore: Mapping[str, Any]) -> Fields:
+def _engine_fields(status: Mapping[str, Any], restore: Mapping[str, Any],
+                   now: float) -> Fields:
     identity = status.get("identity")
     generation: Cell = (code(status.get("generation")),)
     if status.get("generation_derived") is True:
@@ -246,6 +282,13 @@ def _engine_fields(status: Mapping[str, Any], restore: Mapping[str, Any]) -> Fie
         rows.append(("identity", (UNKNOWN, "(this sidecar's /status does not report it)")
                      if not isinstance(last, Mapping) else
                      ("see the last verified engine under", Link("Last window", "#last-window"))))
+    restarts = number(restore.get("unplanned_restarts"))
+    if restarts is not None:
+        last = number(restore.get("last_unplanned_restart"))
+        rows.append(("unplanned restarts", (
+            f"{restarts:g}", *(("; the last at", At(last), "(", Since(now - last), ")")
+                               if last is not None else ()),
+            "(new incarnations no restore window saw coming)")))
     dropped = status.get("snapshot_dropped_fields")
     if isinstance(dropped, list) and dropped:
         rows.append(("fields dropped", (Word("dropped", "warn"),

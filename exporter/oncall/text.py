@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Final
 
 from exporter.oncall.model import (
-    TONE_WORDS,
     At,
     Block,
     Cell,
@@ -102,7 +101,7 @@ def render(rep: Report, width: int = 100, color: bool = False) -> str:
         lines.append(f"engine {rep.engine_url}")
     lines.append(f"as of {utc(rep.as_of)}")
     lines.append("")
-    word = Word(TONE_WORDS[rep.tone], rep.tone)
+    word = Word(rep.headline, rep.tone)
     lines.append(sgr("SUMMARY: ", "title", color) + cell((word,), color)[1])
     for line in rep.summary:
         lines.extend(wrap(line, width, INDENT + "* ", INDENT + "  ", color))

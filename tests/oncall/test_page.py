@@ -80,10 +80,69 @@ def test_open_window_shows_both_deadlines_in_utc_with_the_time_left() -> None:
 
 def test_a_passed_deadline_says_passed_and_how_long_ago() -> None:
     status = samples.open_window(started_ago=4200 + 185)
+    status["restore"]["window"].update(incumbent_inflight_requests=2, last_inflight=2,
+                                       incumbent_gone=False, lost_requests=2)
     shown = page(status).text
     assert "PASSED request cutoff" in shown and "passed 3 min 5 s ago" in shown
     assert "restore deadline" in shown and "in 16 min 55 s" in shown
     assert "Summary: FAILED" in shown
+    assert "docs/runbooks/HeliosRequestCutoffBreached.md" in shown
+
+
+def test_a_passed_cutoff_with_the_incumbent_drained_is_no_failure() -> None:
+    # As HeliosRequestCutoffBreached: silent when the incumbent has nothing in flight (it
+    # drained, or went away and its requests are counted lost).
+    status = samples.open_window(started_ago=4200 + 185)
+    shown = page(status).text
+    assert "PASSED" not in shown and "Summary: FAILED" not in shown
+    cutoff = utc(status["restore"]["window"]["request_cutoff_deadline"])
+    assert (f"request cutoff {cutoff}, passed 3 min 5 s ago; the incumbent has no request in "
+            "flight") in shown
+    assert "HeliosRequestCutoffBreached" not in shown
+    status["restore"]["window"]["seconds_to_restore_deadline"] = -5
+    assert "Summary: FAILED" in page(status).text  # the restore deadline still is one
+
+
+def test_a_recent_unplanned_restart_is_said_with_its_runbook() -> None:
+    status = samples.base()
+    status["restore"].update(unplanned_restarts=2, last_unplanned_restart=NOW - 125)
+    shown = page(status).text
+    assert (f"restarted the engine came back as a new incarnation outside a restore window at "
+            f"{utc(NOW - 125)} (2 min 5 s ago)") in shown
+    assert (f"unplanned restarts 2; the last at {utc(NOW - 125)} (2 min 5 s ago) (new "
+            "incarnations no restore window saw coming)") in shown
+    assert "docs/runbooks/HeliosEngineRestartedOutsideWindow.md" in shown
+    assert "Summary: WARNING" in shown and "WINDOW OPEN" not in shown
+    # An hour later it is history: shown under Engine, no longer a summary line or a step.
+    status["restore"]["last_unplanned_restart"] = NOW - 3601
+    shown = page(status).text
+    assert "unplanned restarts 2; the last at" in shown and "restarted the engine" not in shown
+    assert "HeliosEngineRestartedOutsideWindow" not in shown
+
+
+def test_an_aborted_outage_is_said() -> None:
+    status = samples.base()
+    status["restore"]["outage_aborted"] = True
+    status["engine_up"] = False
+    shown = page(status).text
+    assert ("aborted the window of this outage was aborted: none opens until the engine answers "
+            "again") in shown
+    assert "outage aborted yes (an abort discarded this outage's window" in shown
+    status["restore"]["outage_aborted"] = False
+    assert "outage aborted no" in page(status).text
+
+
+def test_a_window_that_restored_nothing_says_no_check_was_judged() -> None:
+    status = samples.wrong_container()
+    last = status["restore"]["last_window"]
+    last.update(restored=None, nothing_restored=True, lost_requests=0, incumbent=dict(RESTORED),
+                reference=dict(INCUMBENT),
+                reason="nothing restored: the incumbent's own incarnation (generation "
+                       f"{RESTORED['generation']}) admitted again, so it never restarted; no "
+                       "check was judged and the checks of an earlier window stand")
+    shown = page(status).text
+    assert (f"checks not judged nothing restored: the incumbent's own incarnation (generation "
+            f"{RESTORED['generation']}) admitted again") in shown
 
 
 def test_failed_container_check_shows_expected_and_found() -> None:

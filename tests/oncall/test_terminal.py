@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -142,6 +143,28 @@ def test_open_window_in_the_terminal() -> None:
     out = text.render(report.build(samples.open_window(180), NOW), 100)
     assert "request cutoff 2026-11-30 02:00:20 UTC, in 1 h 7 min 0 s" in out
     assert "restore deadline 2026-11-30 02:20:20 UTC, in 1 h 27 min 0 s" in out
+
+
+def test_past_the_cutoff_with_nothing_in_flight_the_terminal_agrees_with_the_alert() -> None:
+    out = text.render(report.build(samples.open_window(4200 + 185), NOW), 120)
+    summary = out.split("WHAT TO DO NEXT")[0]
+    assert "SUMMARY: WINDOW OPEN" in summary and "FAILED" not in summary
+    assert "PASSED" not in out
+    assert ("request cutoff 2026-11-30 00:50:15 UTC, passed 3 min 5 s ago; the incumbent has no "
+            "request in flight") in out
+
+
+def test_unplanned_restarts_and_an_aborted_outage_in_the_terminal() -> None:
+    status = samples.base()
+    status["restore"].update(unplanned_restarts=1, last_unplanned_restart=NOW - 60,
+                             outage_aborted=True)
+    out = text.render(report.build(status, NOW), 120)
+    assert "SUMMARY: WARNING" in out
+    assert ("restarted the engine came back as a new incarnation outside a restore window at "
+            "2026-11-30 00:52:20 UTC (1 min 0 s ago)") in out
+    assert re.search(r"unplanned restarts +1; the last at 2026-11-30 00:52:20 UTC", out)
+    assert re.search(r"outage aborted +yes", out)
+    assert "docs/runbooks/HeliosEngineRestartedOutsideWindow.md" in out
 
 
 # -- --watch ------------------------------------------------------------------------------------
