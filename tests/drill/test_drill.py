@@ -49,6 +49,7 @@ QUIET_BOUNDS = ("--request-cutoff", "600", "--restore-bound", "1200")
 SAME_ENGINE_CHECKS = {"image": True, "container": True, "package": True, "checkpoint": True,
                       "fresh_generation": True, "drained_admission": True}
 ANY_TIME = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"  # helios.tmpl's StartsAt / EndsAt
+ANY_PROM_TIME = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? \+0000 UTC"  # humanizeTimestamp
 
 
 def runbook(alertname: str) -> str:
@@ -116,7 +117,10 @@ def clean(drill: Drill, inc: Incident) -> None:
     assert opened.post.receiver == "helios-null"
     inc.admin("crash")
     r = inc.wait_phase("down")
-    assert r["window"]["engine_unreachable"] and r["window"]["incumbent_gone"]
+    assert r["window"]["engine_unreachable"]
+    # Gone once unreachable for longer than the down grace (1 s), not at the first failed poll.
+    r = inc.wait_restore(lambda r: r["window"]["incumbent_gone"], "incumbent gone")
+    assert r["phase"] == "down" and r["window"]["engine_unreachable"]
     ok = inc.event("restore_started")
     assert ok.status_code == 200 and ok.json()["phase"] == "restoring"
     inc.admin("restart", {"container": "same"})
@@ -481,7 +485,8 @@ def closed_while_down(drill: Drill, inc: Incident) -> None:
 
 def unwatched(drill: Drill, inc: Incident) -> None:
     """Nobody watched: the sidecar is down from before the drain until after a restore into a
-    new container. It records the restore (`unobserved`) and its failed check pages."""
+    new container. It records the restore (`unobserved`) and its failed check pages; a new
+    incarnation that no window saw coming is also an unplanned restart: a ticket."""
     name = inc.target.name
     old = inc.engine_state()
     inc.kill_sidecar()
@@ -505,10 +510,19 @@ def unwatched(drill: Drill, inc: Incident) -> None:
         rf"\(outcome unobserved\), found at {at(last['end'])}\nThe restore window on "
         rf"{re.escape(name)} \(opened at a time nobody saw: the sidecar was down\) was restored",
         text.text), text.text
+    assert r["unplanned_restarts"] == 1 and r["last_unplanned_restart"] == last["end"]
+    ticket = inc.wait_text(f"[FIRING] Helios {name}: HeliosEngineRestartedOutsideWindow")
+    block = firing_block(ticket, f"Engine on {name} restarted outside a restore window")
+    assert re.search(
+        rf"The engine on {re.escape(name)} came back as a new incarnation that no restore window "
+        rf"saw coming \([\d.]+ time\(s\) in the 1h before {ANY_PROM_TIME}; generation now "
+        rf"{re.escape(new['generation'])}\): it restarted while no window was open, or while the "
+        r"sidecar itself was down", block), block
     inc.quiet_until(last["end"])
     assert titles(inc.texts(), "helios-page") == [
         f"[FIRING] Helios {name}: HeliosRestoreCheckFailed(container)"]
-    assert titles(inc.texts(), "helios-ticket") == []
+    assert titles(inc.texts(), "helios-ticket") == [
+        f"[FIRING] Helios {name}: HeliosEngineRestartedOutsideWindow"]
 
 
 # -- running them ------------------------------------------------------------------------------

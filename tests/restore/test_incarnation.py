@@ -11,8 +11,22 @@ Bounds: request cutoff 100 s, restore bound 200 s, down grace 10 s.
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
-from restore_helpers import PREFLIGHT_BOUNDS, event, fail, final, poll, restart, run
+from restore_helpers import (
+    PREFLIGHT_BOUNDS,
+    MockEngine,
+    event,
+    fail,
+    final,
+    make_sidecar,
+    poll,
+    restart,
+    run,
+    snapshot_obj,
+)
 
 from exporter.restore.window import Engine, RestoreState
 
@@ -214,3 +228,31 @@ def test_nothing_restored_survives_the_state_file() -> None:
                       state=before))
     assert s.last_window is not None and s.last_window.nothing_restored
     assert s.checks == before.checks
+
+
+# -- the review's repro, through the whole sidecar (poll loop, keeper, collectors, /status) ------
+
+def test_a_blip_before_the_cutoff_through_the_sidecar(tmp_path: Path) -> None:
+    # In-flight pinned at 3, admission draining; the engine unreachable for one poll just
+    # before the cutoff (1100), back at the next. Before: /status incumbent_gone, lost 3, and
+    # helios_restore_incumbent_inflight_requests 0, so the cutoff page could never fire.
+    engine = MockEngine(snapshot_obj(admission="draining", inflight=3))
+    clock = [1000.0]
+    sidecar = make_sidecar(tmp_path, engine, clock=lambda: clock[0])
+
+    async def cycle(at: float, down: bool = False) -> None:
+        clock[0], engine.down = at, down
+        await sidecar.loop.cycle()
+
+    async def go() -> None:
+        for at, down in ((1000, False), (1099, True), (1101, False), (1102, False)):
+            await cycle(at, down)
+        await sidecar.client.aclose()
+
+    asyncio.run(go())
+    sidecar.loop.close()
+    window = sidecar.loop.view.restore.state.window
+    assert window is not None and not window.incumbent_gone and window.lost == 3
+    get = sidecar.registry.get_sample_value
+    assert get("helios_restore_incumbent_inflight_requests") == 3
+    assert get("helios_restore_phase", {"phase": "draining"}) == 1
