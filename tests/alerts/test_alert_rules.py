@@ -58,6 +58,7 @@ CLOSED_NOTICE_INPUTS = RESTORE_INPUTS | {
     "helios_restore_last_window_end_timestamp_seconds",
     "helios_restore_last_window_outcome",
     "helios_restore_last_window_lost_requests",
+    "helios_restore_last_window_restored",  # says "nothing restored" in the notice
 }
 SELECTOR_RE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
 
