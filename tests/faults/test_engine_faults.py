@@ -91,14 +91,23 @@ def test_engine_crash_restart_drain_loop(stack: Stack, tmp_path: Path) -> None:
         window_closed_with({"fresh_generation": True, "image": True})
 
     def drain_then_open() -> None:
+        nonlocal windows
         post(sim_url, "/admin/admission", {"state": "draining"})
         s = until(url, side, "drain window", lambda s: s["restore"]["phase"] in ("draining",
                                                                                     "drained"))
         assert s["restore"]["window"]["cause"] == "drain"
+        judged = s["restore"]["checks"]
         valid_exposition(url, side)
         post(sim_url, "/admin/admission", {"state": "open"})
-        # The same incarnation came back: not a fresh generation.
-        window_closed_with({"fresh_generation": False})
+        # The drain called off: the same incarnation admits again, nothing was restored, and
+        # no check is judged (those of the last restore stand).
+        s = until(url, side, "window closed", serving_again)
+        windows += 1
+        last = s["restore"]["last_window"]
+        assert last["nothing_restored"] is True and last["restored"] is None, last
+        assert last["lost_requests"] in (0, None) and s["restore"]["checks"] == judged
+        fams = valid_exposition(url, side)
+        assert sample(fams, "helios_restore_last_window_restored") == 0.0
 
     def drain_crash_restart() -> None:
         post(sim_url, "/admin/admission", {"state": "draining"})
