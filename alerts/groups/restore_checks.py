@@ -1,8 +1,9 @@
 """Post-restore checks: the restored engine against the incumbent, judged when a window closes.
 
-The sidecar keeps the checks of the last closed window exported while a later window is open
-and replaces them only when that window closes (an abort keeps them), so the alert stays until
-the restore it judged is replaced by a verified one.
+The sidecar keeps the checks of the last judged window exported while a later window is open
+and replaces them only when a window closes with a restored engine (an abort, or a window that
+restored nothing, keeps them), so the alert stays until the restore it judged is replaced by a
+verified one.
 """
 
 from __future__ import annotations
@@ -66,18 +67,18 @@ def alerts(c: Config) -> list[Alert]:
             ),
             summary=f"Post-restore check {{{{ $labels.check }}}} failed on {t.target}",
             description=(
-                f"The post-restore check {{{{ $labels.check }}}} of the last closed restore "
+                f"The post-restore check {{{{ $labels.check }}}} of the last judged restore "
                 f"window on {t.target} failed: {check_text()}. The restore is not accepted "
                 "until this is understood. The alert stays until a later window closes with the "
-                "check passing (a verified restore); a window that is only opened or aborted "
-                f"keeps it. While the sidecar cannot be scraped the last seen result (memory "
-                f"{mem}) is used."
+                "check passing (a verified restore); a window that is only opened, aborted or "
+                "closed with nothing restored keeps it. While the sidecar cannot be scraped the "
+                f"last seen result (memory {mem}) is used."
             ),
             meaning=(
-                "a `helios_restore_check_ok{check}` of the last closed window is 0: the current "
+                "a `helios_restore_check_ok{check}` of the last judged window is 0: the current "
                 f"value while the sidecar is scraped (`up == 1`), otherwise the last seen value "
-                f"(memory {mem}); also while a later window is open, until it closes with the "
-                "check passing"
+                f"(memory {mem}); also while a later window is open, until one closes with a "
+                "restored engine passing the check"
             ),
         ),
     ]
