@@ -24,8 +24,8 @@ EVENT_KINDS: Final = ("drain_started", "restore_started", "window_closed", "abor
 OUTCOMES: Final = ("in_time", "late", "aborted", "unobserved")
 MAX_EVENT_IDS: Final = 1000
 # Two `started_at` further apart than this are two incarnations (an engine that computes its
-# start from its uptime may report it a little differently at each poll).
-SAME_START_SECONDS: Final = 1.0
+# start from a whole-second uptime may report it up to a second apart, plus rounding).
+SAME_START_SECONDS: Final = 2.0
 
 
 @dataclass(frozen=True, slots=True)

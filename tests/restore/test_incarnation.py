@@ -206,8 +206,8 @@ def test_another_incarnation_is_judged(restored: dict, fresh: bool) -> None:
 
 
 def test_started_at_reported_a_little_differently_is_the_same_incarnation() -> None:
-    a, b = Engine("g1", started_at=100.0), Engine("g1", started_at=100.4)
-    assert not a.replaced_by(b) and a.replaced_by(Engine("g1", started_at=102.0))
+    a, b = Engine("g1", started_at=100.0), Engine("g1", started_at=101.3)
+    assert not a.replaced_by(b) and a.replaced_by(Engine("g1", started_at=102.5))
     assert not a.replaced_by(Engine("g1"))  # unknown does not tell
 
 
