@@ -145,7 +145,9 @@ def test_a_child_that_fails_is_reported_at_once_and_its_logs_kept(tmp_path: Path
         run.stop()
     out = run.output()
     assert "sidecar exited with code 2 before it was ready" in out
-    assert "--max-series-per-family / HELIOS_EXPORTER_MAX_SERIES_PER_FAMILY: must be greater than 0, got -1" in out  # its own error
+    # its own error, naming the flag and its variable
+    assert ("--max-series-per-family / HELIOS_EXPORTER_MAX_SERIES_PER_FAMILY: "
+            "must be greater than 0, got -1") in out
     folder = run.folder()
     assert f"kept in {folder}" in out and (folder / "sidecar.log").exists()
     # Far below the 60 s a child is given to answer: the exit was noticed, not waited out.
