@@ -311,8 +311,11 @@ class Incident:
     def deliveries(self, alertname: str | None = None, status: str | None = None) -> list[Delivery]:
         return self.drill.deliveries(self.target, alertname, status)
 
-    def wait_delivery(self, alertname: str, status: str) -> Delivery:
-        return self.drill.wait_delivery(self.target, alertname, status)
+    def wait_delivery(self, alertname: str, status: str, due: float | None = None) -> Delivery:
+        """The first delivery of `alertname` in `status`; an alert `due` at a deadline (epoch
+        seconds) is waited for until then and PAGE_TIMEOUT more, however loaded the machine."""
+        timeout = PAGE_TIMEOUT + max(0.0, (due or 0.0) - time.time())
+        return self.drill.wait_delivery(self.target, alertname, status, timeout)
 
     def texts(self) -> list[Text]:
         return self.drill.texts(self.target)

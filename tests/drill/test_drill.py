@@ -159,7 +159,7 @@ def cutoff(drill: Drill, inc: Incident) -> None:
     start, cut, restore = w["start"], w["request_cutoff_deadline"], w["restore_deadline"]
     assert cut == pytest.approx(start + 4)
 
-    page = inc.wait_delivery("HeliosRequestCutoffBreached", "firing")
+    page = inc.wait_delivery("HeliosRequestCutoffBreached", "firing", due=cut)
     assert page.post.receiver == "helios-page" and page.received_at >= cut
     assert page.post.body["groupLabels"] == {"cluster": inc.target.cluster, "job": JOB,
                                              "instance": inc.target.instance}
@@ -327,7 +327,7 @@ def sigkill(drill: Drill, inc: Incident) -> None:
     assert restored["started_at"] < deadline - 2, "the drill needs the restore before the deadline"
 
     # Past the deadline, Prometheus still remembers the window open: the breach pages.
-    page = inc.wait_delivery("HeliosRestoreBoundBreached", "firing")
+    page = inc.wait_delivery("HeliosRestoreBoundBreached", "firing", due=deadline)
     assert page.received_at >= deadline
     fired = inc.wait_text(f"[FIRING] Helios {name}: HeliosRestoreBoundBreached")
     block = firing_block(fired, f"Restore bound breached on {name}")
@@ -396,7 +396,7 @@ def never_back(drill: Drill, inc: Incident) -> None:
     r = inc.wait_phase("down")
     start, deadline = r["window"]["start"], r["window"]["restore_deadline"]
     inc.wait_delivery("HeliosRestoreBoundAtRisk", "firing")
-    page = inc.wait_delivery("HeliosRestoreBoundBreached", "firing")
+    page = inc.wait_delivery("HeliosRestoreBoundBreached", "firing", due=deadline)
     assert page.received_at >= deadline
     fired = inc.wait_text(f"[FIRING] Helios {name}: HeliosRestoreBoundBreached")
     assert "Sidecar: reachable." in firing_block(fired, f"Restore bound breached on {name}")
