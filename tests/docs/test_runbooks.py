@@ -15,6 +15,7 @@ runs the amtool commands against a real Alertmanager.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from typing import Any
@@ -121,9 +122,11 @@ def test_queries_parse_and_select_this_target(runbook: Runbook,
 def _jq_null_paths(doc_file: str, paths: set[str]) -> list[str]:
     missing = []
     for path in sorted(paths):
-        result = subprocess.run(["jq", "-e", "." + path.replace("[]", "[]?"), doc_file],
+        # every value the path reaches, as one array (`jq -e` would also refuse a real `false`)
+        result = subprocess.run(["jq", "-c", "[." + path.replace("[]", "[]?") + "]", doc_file],
                                 capture_output=True, text=True, timeout=30, check=False)
-        if result.returncode != 0 or re.search(r"\bnull\b", result.stdout):
+        values = json.loads(result.stdout) if result.returncode == 0 else []
+        if not values or None in values:
             missing.append(path)
     return missing
 
