@@ -320,6 +320,9 @@ def sigkill(drill: Drill, inc: Incident) -> None:
     assert (w["start"], w["restore_deadline"], w["request_cutoff_deadline"]) == (
         start, deadline, window["request_cutoff_deadline"])
     assert w["cause"] == "drain" and w["start_exact"] and w["incumbent"] == window["incumbent"]
+    # Prometheus has scraped the open window (the memory the pages below fire from): on a busy
+    # machine the sidecar may otherwise be up for less than one scrape between the two kills.
+    inc.wait_prom(f"helios_restore_window_open{{{inc.target.selector}}} == 1", "the window scraped")
     inc.admin("crash")
     inc.wait_phase("down")
     inc.kill_sidecar()

@@ -77,7 +77,7 @@ def test_outage_variants_produce_the_right_checks(stack: Stack) -> None:
 
     for name, (_, expected) in VARIANTS.items():
         st = wait_for(lambda name=name: closed(name), 40, f"{name}: window closed", interval=0.1)
-        assert st["restore"]["checks"] == expected, name
+        assert st["restore"]["checks"] == expected, (name, st["restore"])
         assert st["restore"]["last_window"]["outcome"] == "in_time"
         url = sidecars[name]
         for check, ok in expected.items():
