@@ -114,7 +114,9 @@ def test_running_it(checkout: Path) -> None:
     script = block.replace(ports, f"ENGINE=127.0.0.1:{free_port()} SIDECAR=127.0.0.1:{free_port()}")
     result = run_block(script, checkout, timeout=120)
     out = result.stdout
-    assert result.returncode == 0, out
+    logs = "".join(f"\n--- {name}:\n" + (checkout / name).read_text()[-3000:]
+                   for name in ("sidecar.log", "engine.log") if (checkout / name).exists())
+    assert result.returncode == 0, out + logs
     assert re.search(r'^helios_offload_slab_free\{generation="g-[^"]+",kind="page"\} \d', out,
                      re.MULTILINE), out
     # the prime fills the rows within the example's wait: row pressure, no page pressure

@@ -10,7 +10,9 @@ as long as it likes. This subclass, passed to uvicorn as `http=`, adds:
   parser skips those without beginning a request, and uvicorn stops the idle timer on any byte);
 - a write deadline of the same length while the response is stuck in a full send buffer (a client
   that stops reading);
-- a request head over `HTTP_MAX_HEAD_BYTES` answered 431 (httptools itself has no limit);
+- a request head over `HTTP_MAX_HEAD_BYTES` answered 431 (httptools itself has no limit), then
+  what the client still sends read and dropped for up to `HEAD_LINGER_SECONDS` before the close,
+  so that the kernel does not reset the connection over unread bytes and lose the answer;
 - the idle keep-alive timeout counted; every connection admitted through `ConnectionGuard`;
 - TLS per connection: the plain connection is accepted first (so the cap and the deadline cover
   the handshake too), then upgraded with `loop.start_tls` using the web configuration's current
@@ -46,6 +48,9 @@ def _raw_response(status: str, body: bytes = b"") -> bytes:
 REFUSED = _raw_response("503 Service Unavailable",
                         b"too many open connections to the sidecar; retry shortly\n")
 HEAD_TOO_LARGE = _raw_response("431 Request Header Fields Too Large")
+# How long the rest of an oversized head is read and dropped after the 431 (at most: a client
+# that reads the answer and closes ends it at once).
+HEAD_LINGER_SECONDS = 2.0
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
@@ -71,6 +76,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         # Under TLS, a request sent with the handshake's last flight is delivered before
         # `start_tls` returns: it waits here for uvicorn's connection_made.
         self._early: list[bytes] = []
+        self._lingering = False  # answered 431: what the client still sends is read and dropped
 
     # -- connection ------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -174,6 +180,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if not self._serving:
             self._early.append(data)
             return
+        if self._lingering:
+            return
         if self._awaiting_head:
             self._head_bytes += len(data)
         super().data_received(data)
@@ -192,8 +200,22 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 and not self.transport.is_closing()):
             self.guard.closing("head_too_large")
             self.transport.write(HEAD_TOO_LARGE)
+            self._linger()
+
+    def _linger(self) -> None:
+        """After the 431, read and drop what the client still sends for a moment, then close.
+        Closing with its bytes unread would make the kernel reset the connection, and the reset
+        can destroy the answer before the client reads it (nginx's lingering close)."""
+        self._cancel_deadlines()
+        self._lingering = True
+        if self.transport.can_write_eof():
+            self.transport.write_eof()  # the answer is all there is: the client reads to EOF
+        self._read_deadline = self.loop.call_later(HEAD_LINGER_SECONDS, self._end_linger)
+
+    def _end_linger(self) -> None:
+        self._read_deadline = None
+        if not self.transport.is_closing():
             self.transport.close()
-            self._cancel_deadlines()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
