@@ -62,6 +62,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--state-dir", "path", defaults.STATE_DIR,
            "Directory for the durable restore-window state (must survive the sidecar)."),
     Option("--no-nvml", "bool", False, "Do not load NVML (no GPU metrics)."),
+    Option("--nvml-all-gpus", "bool", False,
+           "Export every GPU of the node; by default only the GPUs serving the engine's ranks "
+           "(every GPU until a snapshot lists ranks)."),
     Option("--nvml-timeout", "float", defaults.NVML_TIMEOUT,
            "Seconds one NVML poll may take before the GPU is reported hung."),
     Option("--events-token-file", "path", None,
@@ -131,6 +134,7 @@ class Config:
     max_response_bytes: int = defaults.MAX_RESPONSE_BYTES
     state_dir: Path = Path(defaults.STATE_DIR)
     no_nvml: bool = False
+    nvml_all_gpus: bool = False
     nvml_timeout: float = defaults.NVML_TIMEOUT
     events_token_file: Path | None = None
     request_cutoff: float = defaults.REQUEST_CUTOFF
@@ -280,6 +284,9 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
                 "http_idle_timeout", "http_max_connections"):
         positive(key)
     _validate_pins(v, errors)
+    if v.get("nvml_all_gpus") and v.get("no_nvml"):
+        errors.append(f"{_named('nvml_all_gpus')}: contradicts {_named('no_nvml')}; "
+                      "drop one of them")
     if "down_grace" in v and v["down_grace"] < 0:
         errors.append(f"{_named('down_grace')}: must be 0 or more, got {v['down_grace']}")
     if v.get("request_cutoff", 0) > v.get("restore_bound", float("inf")):

@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from exporter import derive, logs, pins
+from exporter import derive, gpu_selection, logs, pins
 from exporter.defaults import MAX_SERIES_PER_FAMILY
 from exporter.pins import Pins
 from exporter.restore.keeper import EventOutcome, RestoreKeeper
@@ -47,6 +47,7 @@ class PollLoop:
         timer: Callable[[], float] = time.perf_counter,
         on_publish: Callable[[View], None] | None = None,
         pins: Pins | None = None,
+        nvml_all_gpus: bool = False,
     ) -> None:
         self._engine_source = engine_source
         self._keeper = keeper
@@ -57,6 +58,7 @@ class PollLoop:
         self._timer = timer
         self._on_publish = on_publish
         self._pins = pins or Pins()
+        self._nvml_all_gpus = nvml_all_gpus
         # The loop's only state between cycles is the view it last published.
         sources = dict(View().sources)
         for name in ("engine_snapshot", "engine_metrics", *self._blocking):
@@ -119,8 +121,12 @@ class PollLoop:
         _log_engine(before.engine, engine, snap_res.value)
         await self._keeper.observe(now, snap_res.value)
         nvml = latest.get("nvml")
-        pin_checks = pins.check(self._pins, snap_res.value,
-                                pins.power_limits(nvml.value if nvml is not None else None))
+        report = nvml.value if nvml is not None else None
+        pin_checks = pins.check(self._pins, snap_res.value, pins.power_limits(report))
+        gpus = before.gpus
+        if nvml is not None:
+            ranks = engine.snapshot.ranks if engine.snapshot is not None else None
+            gpus = gpu_selection.advance(gpus, ranks, report, all_gpus=self._nvml_all_gpus)
         traffic = self._engine_source.traffic
         self._publish(View(
             engine=engine,
@@ -130,6 +136,7 @@ class PollLoop:
             engine_requests=frozen(traffic.requests),
             engine_response_bytes=frozen(traffic.response_bytes),
             pins=pin_checks,
+            gpus=gpus,
             cycles=before.cycles + 1,
             last_cycle_duration=self._timer() - t0,
             open_phases=self._view.open_phases,  # read after the awaits: a phase may have begun

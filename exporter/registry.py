@@ -141,8 +141,7 @@ def build_registry(
     registry.add("host", HostCollector(lambda: view().latest.get("host")))
     registry.add("experiment", ExperimentCollector(lambda: view().open_phases))
     if gpu:
-        registry.add("gpu", GpuCollector(lambda: view().latest.get("nvml"),
-                                         lambda: view().engine.snapshot))
+        registry.add("gpu", GpuCollector(lambda: view().gpus, lambda: view().engine.snapshot))
     if http is not None:
         registry.add("http", http)
     registry.add("build_info", build_info or BuildInfoCollector())

@@ -127,7 +127,8 @@ def build(
                     clock=clock, timer=timer, on_publish=lambda _: cache.invalidate(),
                     pins=Pins(config.expect_image_digest, config.expect_package,
                               config.expect_checkpoint, config.expect_ranks,
-                              config.expect_power_limit_watts))
+                              config.expect_power_limit_watts),
+                    nvml_all_gpus=config.nvml_all_gpus)
     connections = ConnectionGuard(config.http_max_connections, config.http_read_timeout,
                                   config.http_idle_timeout)
     failures = AuthFailures()

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from exporter.derive import EnginePicture
+from exporter.gpu_selection import GpuSelection
 from exporter.labels import SOURCES
 from exporter.pins import PinCheck
 from exporter.restore.keeper import RestoreView
@@ -42,6 +43,7 @@ class View:
     engine_requests: Mapping[tuple[str, str], int] = field(default_factory=_empty)  # path, outcome
     engine_response_bytes: Mapping[str, int] = field(default_factory=_empty)  # by path
     pins: tuple[PinCheck, ...] = ()  # every configured pin against this cycle's polls
+    gpus: GpuSelection = field(default_factory=GpuSelection)  # the GPUs /metrics shows
     cycles: int = 0
     last_cycle_duration: float | None = None  # seconds, all sources together
     open_phases: Mapping[str, float] = field(default_factory=_empty)  # experiment: name -> begin

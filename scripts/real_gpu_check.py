@@ -20,6 +20,7 @@ import structlog
 from prometheus_client import CollectorRegistry, generate_latest
 
 from exporter.collectors.gpu import GpuCollector
+from exporter.gpu_selection import GpuSelection, advance
 from exporter.sources.base import Result
 from exporter.sources.gpu_report import GpuReport
 from exporter.sources.nvml import NvmlSource
@@ -58,7 +59,8 @@ def main() -> int:
         source.close()
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(GpuCollector(lambda: latest, lambda: None))
+    every_gpu = advance(GpuSelection(), None, latest.value, all_gpus=True)
+    registry.register(GpuCollector(lambda: every_gpu, lambda: None))
     print(generate_latest(registry).decode(), end="")
 
     report = latest.value

@@ -208,3 +208,14 @@ def test_the_example_events_token_is_refused(tmp_path: Path) -> None:
     assert error.startswith("--events-token-file / HELIOS_EXPORTER_EVENTS_TOKEN_FILE: "
                             f"{token} holds the placeholder token of the deployment example")
     assert placeholders.EVENTS_TOKEN not in error
+
+
+def test_nvml_all_gpus_flag_env_and_conflict_with_no_nvml() -> None:
+    assert not parse(["--engine-url", "http://e:1"]).nvml_all_gpus
+    assert parse(["--engine-url", "http://e:1", "--nvml-all-gpus"]).nvml_all_gpus
+    assert parse(["--engine-url", "http://e:1"],
+                 {"HELIOS_EXPORTER_NVML_ALL_GPUS": "true"}).nvml_all_gpus
+    with pytest.raises(cfg.ConfigError) as info:
+        parse(["--engine-url", "http://e:1", "--no-nvml", "--nvml-all-gpus"])
+    assert info.value.errors == ["--nvml-all-gpus / HELIOS_EXPORTER_NVML_ALL_GPUS: contradicts "
+                                 "--no-nvml / HELIOS_EXPORTER_NO_NVML; drop one of them"]

@@ -8,24 +8,25 @@
     helios_gpu_info{driver_version="550.54.15",gpu="0",name="NVIDIA H100 80GB HBM3",uuid="..."} 1.0
     helios_gpu_rank_info{generation="g-...",gpu="0",rank="0",uuid="GPU-1f0c..."} 1.0
 
-A GPU that is lost or hung has `helios_gpu_up 0` and no measured series (its rank join stays, so
-an alert can name the rank). When the whole NVML poll fails (hung driver, driver unloaded), every
-GPU of the last successful poll is shown with `helios_gpu_up 0`; the reason is in
-`helios_exporter_source_up{source="nvml"}` / `..._errors_total`. Values are polled in the
-background (every poll interval), not read at scrape time.
+Only the GPUs of the poll loop's `GpuSelection` are rendered: those serving the engine's ranks
+(every GPU until ranks are known, or with --nvml-all-gpus; exporter/gpu_selection.py). A GPU that
+is lost or hung has `helios_gpu_up 0` and no measured series (its rank join stays, so an alert can
+name the rank). When the whole NVML poll fails (hung driver, driver unloaded), every GPU shown
+before is shown with `helios_gpu_up 0`; the reason is in `helios_exporter_source_up{source="nvml"}`
+/ `..._errors_total`. Values are polled in the background (every poll interval), not read at
+scrape time.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
 
 from exporter.collectors.families import counter, gauge
+from exporter.gpu_selection import GpuSelection
 from exporter.snapshot import Snapshot
-from exporter.sources.base import Result
-from exporter.sources.gpu_report import THROTTLE_REASONS, GpuReport, GpuStats
+from exporter.sources.gpu_report import THROTTLE_REASONS, GpuStats
 
 L = ["gpu", "uuid"]
 
@@ -54,30 +55,16 @@ _GAUGES = (
 class GpuCollector:
     def __init__(
         self,
-        latest: Callable[[], Result[GpuReport] | None],
+        selection: Callable[[], GpuSelection],
         snapshot: Callable[[], Snapshot | None],
     ) -> None:
-        self._latest = latest
+        self._selection = selection
         self._snapshot = snapshot
-        self._known: tuple[tuple[int, str], ...] = ()  # (index, uuid) of the last good report
-        self._lock = threading.Lock()
 
     def collect(self) -> Iterator[Metric]:
-        result = self._latest()
-        if result is None:
-            return
-        report = result.value
-        if report is not None:
-            gpus = report.gpus
-            with self._lock:
-                self._known = tuple((g.index, g.uuid) for g in gpus)
-        else:
-            with self._lock:
-                known = self._known
-            gpus = tuple(GpuStats(index=i, uuid=u, up=False) for i, u in known)
-        if not gpus:
-            return
-        yield from _render(gpus, report.driver_version if report else None, self._snapshot())
+        selected = self._selection()
+        if selected.gpus:
+            yield from _render(selected.gpus, selected.driver_version, self._snapshot())
 
 
 def _render(gpus: tuple[GpuStats, ...], driver: str | None,

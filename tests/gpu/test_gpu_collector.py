@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
-
 from prometheus_client import CollectorRegistry, generate_latest
 
 from exporter.collectors.gpu import GpuCollector
+from exporter.gpu_selection import GpuSelection, advance
 from exporter.labels import ErrorReason
 from exporter.snapshot import Rank, Snapshot
 from exporter.sources.base import Result
@@ -53,7 +52,8 @@ def _report() -> Result[GpuReport]:
 def test_collector_renders_only_what_was_read() -> None:
     snap = Snapshot("g-1", False, None, None, None, (Rank(0, "GPU-b"), Rank(1, "GPU-a")), None)
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(GpuCollector(_report, lambda: snap))
+    selected = advance(GpuSelection(), snap.ranks, _report().value)
+    reg.register(GpuCollector(lambda: selected, lambda: snap))
     text = generate_latest(reg).decode()
     samples = sorted(line for line in text.splitlines() if not line.startswith("#"))
     assert samples == sorted([
@@ -74,19 +74,19 @@ def test_collector_renders_only_what_was_read() -> None:
 
 
 def test_collector_before_first_poll_and_failed_poll_without_history() -> None:
-    failed: Result[GpuReport] = Result(None, 1.0, 0.0, ErrorReason.LIBRARY, "no library")
-    for latest in (None, failed):
-        reg = CollectorRegistry(auto_describe=False)
-        reg.register(GpuCollector(functools.partial(lambda r: r, latest), lambda: None))
-        assert generate_latest(reg) == b""
+    # Before the first poll, and a first poll that failed: nothing known, nothing shown.
+    assert advance(GpuSelection(), None, None) == GpuSelection()
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(GpuCollector(GpuSelection, lambda: None))
+    assert generate_latest(reg) == b""
 
 
 def test_failed_poll_marks_last_known_gpus_down() -> None:
-    latest: list[Result[GpuReport]] = [_report()]
+    selected = [advance(GpuSelection(), None, _report().value)]
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(GpuCollector(lambda: latest[-1], lambda: None))
+    reg.register(GpuCollector(lambda: selected[-1], lambda: None))
     generate_latest(reg)
-    latest.append(Result(None, 2.0, 2.0, ErrorReason.HUNG, "nvml: call exceeded 2.0s"))
+    selected.append(advance(selected[-1], None, None))  # the NVML poll hung
     text = generate_latest(reg).decode()
     samples = sorted(line for line in text.splitlines() if not line.startswith("#"))
     assert samples == ['helios_gpu_up{gpu="0",uuid="GPU-a"} 0.0',

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from structlog.testing import capture_logs
 
 from exporter.collectors.gpu import GpuCollector
+from exporter.gpu_selection import GpuSelection, advance
 from exporter.labels import ErrorReason
 from exporter.snapshot import Rank, Snapshot
 from exporter.sources.base import Result
@@ -37,9 +38,12 @@ def snapshot(*ranks: tuple[int, str], generation: str = "g-test-1") -> Snapshot:
 
 def registry(result: Result[GpuReport] | None, snap: Snapshot | None = None,
              collector: GpuCollector | None = None) -> CollectorRegistry:
+    """The collector over one poll's selection, as the poll loop would leave it."""
     reg = CollectorRegistry(auto_describe=False)
     if collector is None:
-        collector = GpuCollector(lambda: result, lambda: snap)
+        selected = advance(GpuSelection(), snap.ranks if snap else None,
+                           result.value if result else None)
+        collector = GpuCollector(lambda: selected, lambda: snap)
     reg.register(collector)
     return reg
 
@@ -265,17 +269,21 @@ def test_hung_driver_bounded_runner_and_scrape_stay_fast(fake: FakeConfig,
     source = make_source()
     runner = BoundedRunner("nvml", source.poll, 0.3)
     latest: list[Result[GpuReport]] = []
-    collector = GpuCollector(lambda: latest[-1] if latest else None, lambda: None)
+    selected = [GpuSelection()]
+    collector = GpuCollector(lambda: selected[-1], lambda: None)
     reg = registry(None, collector=collector)
 
-    async def scenario() -> None:
+    async def poll() -> None:  # one poll loop cycle's NVML part
         latest.append(await runner.poll())
+        selected.append(advance(selected[-1], None, latest[-1].value))
+
+    async def scenario() -> None:
+        await poll()
         assert latest[-1].ok
-        generate_latest(reg)  # the collector has seen both GPUs
         fake.write(count=2, gpus=TWO_GPUS, hang="nvmlDeviceGetCount_v2", hang_ms=1500)
         for _ in range(2):
             t0 = time.perf_counter()
-            latest.append(await runner.poll())
+            await poll()
             assert time.perf_counter() - t0 < 0.6
             assert latest[-1].reason is ErrorReason.HUNG
         fake.write(count=2, gpus=TWO_GPUS)
@@ -288,7 +296,7 @@ def test_hung_driver_bounded_runner_and_scrape_stay_fast(fake: FakeConfig,
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:  # the stuck call returns, then polls succeed again
             await asyncio.sleep(0.1)
-            latest.append(await runner.poll())
+            await poll()
             if latest[-1].ok:
                 break
         assert latest[-1].ok
