@@ -105,12 +105,13 @@ class Scope:
         return ", ".join([self.cluster_label, *TARGET_LABELS, *labels])
 
     def variable(self, name: str, label: str, metric: str, *, multi: bool, description: str,
-                 default: str | None = None, matchers: Sequence[str] = ()) -> db.QueryVariable:
+                 default: str | None = None, matchers: Sequence[str] = (),
+                 include_all: bool = True) -> db.QueryVariable:
         """A label_values() variable over `metric` restricted to the current cluster and
         `matchers` (earlier variables), e.g. label_values(m{cluster=~"$cluster"}, job)."""
         selector = "{" + ", ".join([f'{self.cluster_label}=~"$cluster"', *matchers]) + "}"
         return query_variable(name, label, metric + selector, multi=multi, description=description,
-                              default=default)
+                              default=default, include_all=include_all)
 
     def cluster_variable(self, metric: str) -> db.QueryVariable:
         # Multi-value with All (= .*), which also matches series without the label: one
@@ -126,8 +127,13 @@ class Scope:
                                          "helios-exporter).")
 
     def instance_variable(self, metric: str, *, multi: bool) -> db.QueryVariable:
+        # No All: a dashboard opens on the first sidecar (Grafana picks the first value of a
+        # variable without a current one). All over a fleet draws a line per engine and
+        # label in every panel: at 1,000 engines eight thousand lines a panel, answered in
+        # seconds each (docs/scale.md).
         return self.variable("instance", "Sidecar", metric, multi=multi, matchers=['job=~"$job"'],
-                             description="The sidecar's instance label: one per engine.")
+                             description="The sidecar's instance label: one per engine.",
+                             include_all=False)
 
     def restore_window_annotation(self, memory: str) -> db.AnnotationQuery:
         return annotation(
@@ -172,15 +178,20 @@ def datasource_variable() -> db.DatasourceVariable:
 
 
 def query_variable(name: str, label: str, metric: str, *, multi: bool, description: str,
-                   default: str | None = None, raw: bool = False) -> db.QueryVariable:
-    """label_values(<metric>, <name>), or `metric` as the whole query when `raw`."""
+                   default: str | None = None, raw: bool = False,
+                   include_all: bool = True) -> db.QueryVariable:
+    """label_values(<metric>, <name>), or `metric` as the whole query when `raw`. A multi-value
+    variable offers All, its default, unless `include_all` is false: then it has no current
+    value and Grafana selects the first one on load."""
     variable = (db.QueryVariable(name).label(label).datasource(DATASOURCE)
                 .query(metric if raw else f"label_values({metric}, {name})")
                 .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
                 .sort(dm.VariableSort.ALPHABETICAL_ASC).description(description))
-    if multi:
+    if multi and include_all:
         variable = variable.multi(True).include_all(True).all_value(ALL)
         variable = variable.current(dm.VariableOption(selected=True, text="All", value="$__all"))
+    elif multi:
+        variable = variable.multi(True)
     elif default is not None:
         variable = variable.current(dm.VariableOption(selected=True, text=default, value=default))
     return variable

@@ -86,6 +86,17 @@ def test_variables(dashboards: dict[str, Any], name: str) -> None:
 
 
 @pytest.mark.parametrize("name", DASHBOARD_FILES)
+def test_a_dashboard_opens_on_one_sidecar(dashboards: dict[str, Any], name: str) -> None:
+    """All sidecars of a fleet in every panel is thousands of lines, answered in seconds each
+    (docs/scale.md): the instance variable has no All and no current value, so Grafana opens on
+    the first sidecar; several can be picked where the dashboard compares them."""
+    (instance,) = [v for v in dashboards[name]["templating"]["list"] if v["name"] == "instance"]
+    assert not instance.get("includeAll") and "allValue" not in instance
+    assert not (instance.get("current") or {}).get("value")
+    assert instance["multi"] == (name != "helios-restore.json")
+
+
+@pytest.mark.parametrize("name", DASHBOARD_FILES)
 def test_every_panel_has_a_grafana_unit_and_a_description(dashboards: dict[str, Any],
                                                           name: str) -> None:
     for panel in content_panels(dashboards[name]):
