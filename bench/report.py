@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import report_scale
+
 GOALS = {
     "throughput": 10.0,  # sidecar req/s >= 10 x node-exporter's, per client count
     "keepalive_p50_ms": 5.0,  # median /metrics answer on one keep-alive connection (Prometheus)
@@ -423,7 +426,7 @@ def _fds_ok(d: dict[str, Any]) -> bool:
     return bool(d["fds_end"] <= d["fds_start"])
 
 
-RENDER: dict[str, tuple[str, Any]] = {
+RENDER: dict[str, tuple[str, Any]] = {  # section -> (title, renderer)
     "scrape_load": ("1. /metrics throughput and latency: sidecar vs node-exporter", scrape_load),
     "ingest": ("2. Engine ingest: pass-through parse vs full parse", ingest),
     "poll_cost": ("3. Poll cycle cost and steady state", poll_cost),
@@ -433,6 +436,7 @@ RENDER: dict[str, tuple[str, Any]] = {
     "observer_cost": ("7. Observer cost: engine latency with polling off, every 5 s, every 1 s",
                       observer_cost),
     "scrape_cost": ("8. What a scrape costs: identity, gzip, TLS with basic auth", scrape_cost),
+    "scale": (report_scale.TITLE, report_scale.render),
 }
 
 
@@ -574,7 +578,11 @@ def render(results: dict[str, Any]) -> str:
     ]
     goals: list[tuple[str, str, str, bool | None]] = []
     body: list[str] = []
-    sections = results["sections"]
+    sections = dict(results["sections"])
+    if "scale" not in sections:  # not run by this invocation: the stored result, if any
+        stored = report_scale.stored_record()
+        if stored is not None:
+            sections["scale"] = stored
     for name, (title, fn) in RENDER.items():
         body += [f"## {title}", ""]
         rec = sections.get(name)
@@ -595,7 +603,10 @@ def render(results: dict[str, Any]) -> str:
     unmeasured = [g for g in goals if g[3] is None and g[1] != "none"]
     if unmeasured:
         table[-1:-1] = [f"{len(unmeasured)} not measured (see its section)."]
-    tail = ["## Analysis", "", *analysis(results, goals), "",
+    scale = sections.get("scale")
+    scale_notes = report_scale.analysis(scale["data"]) if scale and scale.get("status") == "ok" \
+        else []
+    tail = ["## Analysis", "", *analysis(results, goals), *scale_notes, "",
             "## How it is measured", "", METHOD.strip(), ""]
     return "\n".join(head + table + body + tail)
 
@@ -606,7 +617,8 @@ METHOD = """
   `bench/suite.py`, which runs each section below as its own process group under a time bound
   and writes this page. Sections: `bench/scrape_load.py`, `bench/ingest.py`,
   `bench/poll_cost.py`, `bench/soak.py`, `bench/alert_latency.py`, `bench/nvml_poll.py`,
-  `bench/observer_cost.py`, `bench/scrape_cost.py`; each also runs alone (`--help`).
+  `bench/observer_cost.py`, `bench/scrape_cost.py`, and with `--scale` `bench/scale.py` (an hour or
+  more; otherwise the page shows its stored result); each also runs alone (`--help`).
 - Nothing is pinned to a CPU: on 2 cores the sidecar, the simulated engine, the load generator and
   whatever else runs on the machine share them, and the tables say how busy the machine was.
 - wrk is a closed-loop generator (each connection waits for its answer), so latency percentiles

@@ -34,7 +34,10 @@ from benchlib import PYTHON, ROOT, host_cpu_busy, loadavg, machine
 
 BENCH = ROOT / "bench"
 SECTIONS = ("scrape_load", "ingest", "poll_cost", "soak", "alert_latency", "nvml_poll",
-            "observer_cost", "scrape_cost")
+            "observer_cost", "scrape_cost", "scale")
+# Run unless --only says otherwise; `scale` (an hour or more) only with --scale or --only scale,
+# and the page shows its stored result (bench/results/scale.json) otherwise.
+DEFAULT_SECTIONS = SECTIONS[:-1]
 
 
 def plan(quick: bool, work: Path) -> dict[str, dict[str, Any]]:
@@ -77,6 +80,9 @@ def plan(quick: bool, work: Path) -> dict[str, dict[str, Any]]:
             "cmd": ["bench/scrape_cost.py", "--duration", "3" if q else "8", "--clients", "1", "8",
                     "--workdir", str(work / "scrape_cost")],
             "timeout": 120 if q else 240, "json": out("scrape_cost")},
+        "scale": {
+            "cmd": ["bench/scale.py", "--engines", "100", "1000", "--workdir", str(work / "scale")],
+            "timeout": 4 * 3600, "json": out("scale")},
     }
 
 
@@ -175,6 +181,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke version: about 2 minutes instead of 7")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
+    parser.add_argument("--scale", action="store_true", help="also run the scale section "
+                        "(bench/scale.py: 100 and 1,000 engines, an hour or more); without it "
+                        "the page shows the stored bench/results/scale.json")
     parser.add_argument("--out", type=Path, help="markdown output (default: docs/benchmarks.md "
                         "for a full run of every section, else <workdir>/benchmarks.md)")
     parser.add_argument("--workdir", type=Path, help="logs and raw results (default: a new "
@@ -200,7 +209,7 @@ def main() -> int:
     t0 = time.monotonic()
     busy0, total0 = host_cpu_busy()
     try:
-        for name in args.only or SECTIONS:
+        for name in args.only or (SECTIONS if args.scale else DEFAULT_SECTIONS):
             record: dict[str, Any] = {}
             results["sections"][name] = record
             run_section(name, specs[name], work, record)
@@ -216,6 +225,11 @@ def main() -> int:
     (work / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report.render(results))
+    scale = results["sections"].get("scale", {})
+    if scale.get("status") == "ok":  # the newest scale figures become the stored ones
+        (ROOT / "bench" / "results").mkdir(exist_ok=True)
+        (ROOT / "bench" / "results" / "scale.json").write_text(
+            json.dumps(scale["data"], indent=2) + "\n")
     if out == ROOT / "docs" / "benchmarks.md":  # the committed figures keep their raw data
         (ROOT / "bench" / "results").mkdir(exist_ok=True)
         (ROOT / "bench" / "results" / "latest.json").write_text((work / "results.json").read_text())

@@ -1,0 +1,317 @@
+"""The "Scale" section of docs/benchmarks.md, from bench/scale.py's result.
+
+bench/report.py renders it with the other sections: from this invocation's run when bench/run ran
+the section (`bench/run --scale`), else from the stored result bench/results/scale.json (the scale
+run takes an hour or more, so a plain `bench/run` keeps the last one and says when it was made).
+
+    .venv/bin/python bench/report_scale.py --into docs/benchmarks.md
+
+puts the stored result into an existing page (its section and its rows of the goals table)
+without re-rendering the rest, and
+
+    .venv/bin/python bench/report_scale.py --docs docs/scale.md
+
+writes its summary between the page's GENERATED markers (tests/test_scale.py checks that they
+agree with the stored result).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+STORED = ROOT / "bench" / "results" / "scale.json"
+TITLE = "9. Scale: rules and dashboards at 100 and 1,000 engines"
+Goal = tuple[str, str, str, bool | None]
+
+
+def stored_record() -> dict[str, Any] | None:
+    """The stored result as a section record of bench/suite.py (None when there is none)."""
+    if not STORED.exists():
+        return None
+    data = json.loads(STORED.read_text())
+    return {"status": "ok", "data": data, "command": data.get("command", "bench/scale.py"),
+            "stored": True}
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 100:
+        return f"{value:,.0f} ms"
+    return f"{value:.1f} ms" if value >= 10 else f"{value:.2f} ms"
+
+
+def _count(n: float | None) -> str:
+    return "-" if n is None else f"{n:,.0f}"
+
+
+def _prom_cpu(load: dict[str, Any]) -> str:
+    """Prometheus's share of a core while the rules were measured, and its nice value."""
+    share = load.get("prometheus_cpu_share_during_rules")
+    if share is None:
+        return ""
+    return f"; Prometheus {share:.0%} of a core (nice {load.get('prometheus_nice', '?')})"
+
+
+def _yes(ok: bool | None) -> str:
+    return {True: "**met**", False: "**missed**", None: "n/a"}[ok]
+
+
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
+
+
+def render(rec: dict[str, Any], goals: list[Goal]) -> list[str]:
+    d = rec["data"]
+    runs = sorted(d["runs"], key=lambda r: r["engines"])
+    m, model = d["machine"], d["model"]
+    goal_rule, goal_query = d["goals"]["rule_group_ms"], d["goals"]["query_ms"]
+    big = runs[-1]
+    lines: list[str] = []
+    if rec.get("stored"):
+        lines += [f"Not re-run by this invocation: the stored result (bench/results/scale.json), "
+                  f"measured {m['date']} at commit `{m['git_commit']}`; `bench/run --scale` "
+                  "measures it again.", ""]
+    lines += [
+        f"{d['prometheus']}, rule files {', '.join(f'`{f}`' for f in d['rule_files'])}, "
+        f"dashboards {', '.join(f'`{x}`' for x in d['dashboards'])}; evaluation and scrape "
+        f"interval {model['scrape_interval_s']} s, on this machine ({m['nproc']} CPUs, "
+        f"{m['memory_gib']} GiB). Each engine's series are the full golden exposition "
+        f"(`{model['golden']}`) with its own cluster, job, instance, pod, generation and GPU "
+        "labels and values that move as a sidecar's do (`bench/scale_series.py`): counters "
+        "grow, one engine in "
+        f"{model['scenario_period']} each has a restore window open, closed in time, closed late, "
+        "open past its restore deadline, an unplanned restart or a lost GPU. "
+        f"{model['hours']:g} h of history were backfilled with `{d['promtool'].split(',')[0]} "
+        "tsdb create-blocks-from openmetrics` (the families read through ranges longer than 10 "
+        f"minutes, {', '.join(f'`{f}`' for f in model['history_families'])}, "
+        f"{model['history_hours']:g} h more), then Prometheus scraped the same model live (one "
+        "target per 100 engines, `honor_labels`) while the rules ran. Dashboard queries are the "
+        "ones Grafana sends on load with the variables at their defaults (All clusters, "
+        "generations and GPUs; the first sidecar), over the last "
+        f"{d['range_s'] / 3600:g} h, with Grafana's step for a 1920 px wide browser "
+        "(`bench/scale_queries.py`); time to the whole answer, from this client. *samples* is "
+        "what Prometheus's query stats count as read (`totalQueryableSamples`): the cost "
+        "whatever CPU the query got." + (f" {d['note']}" if d.get("note") else ""), "",
+        "| engines | series per engine (min-max) | recorded per engine | head series | Prometheus "
+        "RSS | backfill | gap before live | machine during measurement |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in runs:
+        s, rec_s = r["series_per_engine"], r["recorded_series_per_engine"]
+        samples = sum(b["samples"] for b in r["build"])
+        seconds = sum(b["seconds"] for b in r["build"])
+        load = r.get("machine_during_measurement", {})
+        busy = load.get("busy_share")
+        lines.append(
+            f"| {r['engines']:,} | **{s['median']:.0f}** ({s['min']:.0f}-{s['max']:.0f}) "
+            f"| {rec_s['median']:.0f} | {r['head_series']:,.0f} "
+            f"| {r['prometheus_rss_bytes'] / 2**20:,.0f} MiB | {samples:,} samples in "
+            f"{seconds / 60:.0f} min | {r['gap_s']:.0f} s "
+            f"| load {' / '.join(f'{x:.1f}' for x in load.get('loadavg_before', []))}, "
+            f"{'-' if busy is None else f'{busy:.0%}'} busy{_prom_cpu(load)} |")
+    lines += ["", "Series per engine count what one sidecar exports (with the 5 series "
+              "Prometheus adds per target); recorded per engine, the recording rules' output "
+              "for it. *backfill* is what this run had to add to the reusable block store.", "",
+              "### Rule groups", "",
+              "`evaluationTime` of each group from /api/v1/rules over distinct evaluations.", "",
+              "| group | file | rules | " + " | ".join(
+                  f"{r['engines']:,}: median (max)" for r in runs)
+              + f" | samples read at {big['engines']:,} | slowest rule at {big['engines']:,} "
+              f"| < {goal_rule:g} ms |",
+              "| --- | --- | --- | " + " | ".join("---" for _ in runs) + " | --- | --- | --- |"]
+    by_run = [{g["group"]: g for g in r["rules"]} for r in runs]
+    for name, g in sorted(by_run[-1].items(), key=lambda kv: (kv[1]["file"], kv[0])):
+        cells = []
+        for rules in by_run:
+            x = rules.get(name)
+            cells.append("-" if x is None else f"{_ms(x['median_ms'])} ({_ms(x['max_ms'])})")
+        ok = g["median_ms"] is not None and g["median_ms"] < goal_rule
+        slow = (f"`{g['slowest_rule']}` {_ms(g['slowest_rule_median_ms'])}"
+                if g["slowest_rule"] else "-")
+        errors = f"; errors: {'; '.join(g['errors'])}" if g["errors"] else ""
+        lines.append(f"| {name} | {g['file']} | {g['rules']} | {' | '.join(cells)} | "
+                     f"{_count(g.get('samples'))} | {slow}{errors} | {_yes(ok)} |")
+    worst = max(big["rules"], key=lambda g: g["median_ms"] or 0.0)
+    goals.append((f"slowest rule group at {big['engines']:,} engines ({worst['group']})",
+                  f"< {goal_rule:g} ms", f"median {_ms(worst['median_ms'])}, max "
+                  f"{_ms(worst['max_ms'])}", (worst["median_ms"] or 0.0) < goal_rule))
+    lines += ["", "### Dashboard queries", "",
+              "Median (max) of the repeats; *series* is the answer's series at "
+              f"{big['engines']:,} engines.", "",
+              "| dashboard | query | kind, step | " + " | ".join(
+                  f"{r['engines']:,}" for r in runs) + f" | series | samples | < {goal_query:g} ms |",
+              "| --- | --- | --- | " + " | ".join("---" for _ in runs) + " | --- | --- | --- |"]
+    keyed = [{(q["dashboard"], q["panel"], q["ref"]): q for q in r["queries"]} for r in runs]
+    for key, q in keyed[-1].items():
+        cells = [("-" if (x := k.get(key)) is None else f"{_ms(x['median_ms'])} ({_ms(x['max_ms'])})")
+                 for k in keyed]
+        kind = q["kind"] + (f", {q['step_s']:g} s" if q.get("step_s") else "")
+        panel = q["panel"] + (f" ({q['ref']})" if q["kind"] in ("range", "instant") else "")
+        lines.append(f"| {q['dashboard'].removesuffix('.json')} | {panel} | {kind} | "
+                     f"{' | '.join(cells)} | {q['series']:,} | {_count(q.get('samples'))} | "
+                     f"{_yes(q['median_ms'] < goal_query)} |")
+    slowest = max(big["queries"], key=lambda q: q["median_ms"])
+    missed = [q for q in big["queries"] if q["median_ms"] >= goal_query]
+    goals.append((f"slowest dashboard query at {big['engines']:,} engines "
+                  f"({slowest['dashboard'].removesuffix('.json')}: {slowest['panel']})",
+                  f"< {goal_query:g} ms", f"median {_ms(slowest['median_ms'])}, max "
+                  f"{_ms(slowest['max_ms'])}; {len(missed)} of {len(big['queries'])} over",
+                  not missed))
+    lines += ["", f"Prometheus's own work at {big['engines']:,} engines before measuring: "
+              f"{big['compaction']['vertical_compactions'] or 0:.0f} vertical compactions of the "
+              f"backfilled blocks ({big['blocks_assembled']} blocks assembled, "
+              f"{big['compaction']['blocks'] or 0:.0f} after); the live feed started "
+              f"{_utc(big['prometheus_start'])}.", ""]
+    return lines
+
+
+ANALYSIS_MARK = "- **Scale at "
+
+
+def analysis(d: dict[str, Any]) -> list[str]:
+    """The page's *Analysis* bullet for a missed scale goal: which groups and queries, and what
+    they read (the samples do not depend on the CPU the run got)."""
+    big = max(d["runs"], key=lambda r: r["engines"])
+    goal_rule, goal_query = d["goals"]["rule_group_ms"], d["goals"]["query_ms"]
+    slow = sorted((g for g in big["rules"] if (g["median_ms"] or 0.0) >= goal_rule),
+                  key=lambda g: -(g["median_ms"] or 0.0))
+    queries = [q for q in big["queries"] if q["median_ms"] >= goal_query]
+    if not slow and not queries:
+        return []
+    load = big.get("machine_during_measurement", {})
+    parts = [f"{ANALYSIS_MARK}{big['engines']:,} engines.**"]
+    if slow:
+        parts.append(
+            f"{len(slow)} of {len(big['rules'])} rule groups took {goal_rule:g} ms or more: "
+            + "; ".join(f"{g['group']} {_ms(g['median_ms'])} reading {_count(g.get('samples'))} "
+                        f"samples (slowest rule `{g['slowest_rule']}`)" for g in slow)
+            + ". Their time follows the samples they read, which grow with the engines: the "
+            "3-hour window memory (`last_over_time`) of the restore rules, 1-hour `increase()`s, "
+            "families with many series per sidecar. A recording rule helps only where rules "
+            "repeat a read (the restore rules' memory of `helios_restore_window_open`); what "
+            "lowers the rest changes what an alert means (docs/scale.md).")
+    if queries:
+        parts.append(f"{len(queries)} of {len(big['queries'])} dashboard queries took "
+                     f"{goal_query:g} ms or more.")
+    share = load.get("prometheus_cpu_share_during_rules")
+    if share is not None:
+        parts.append(f"Prometheus ran at nice {load.get('prometheus_nice', '?')} and got "
+                     f"{share:.0%} of a core while the rules were measured.")
+    return [" ".join(parts)]
+
+
+def splice(page: str, rec: dict[str, Any]) -> str:
+    """`page` (docs/benchmarks.md) with this section and its goal rows replaced or added."""
+    goals: list[Goal] = []
+    section = "\n".join([f"## {TITLE}", "", *render(rec, goals)])
+    pattern = re.compile(rf"^## {re.escape(TITLE)}\n.*?(?=^## )", re.M | re.S)
+    if pattern.search(page):
+        page = pattern.sub(lambda _: section + "\n", page)
+    else:
+        page = page.replace("\n## Analysis\n", f"\n{section}\n## Analysis\n", 1)
+    head, _, rest = page.partition("\n## Goals\n")
+    table, sep, tail = rest.partition("\n\n")
+    rows = [r for r in table.split("\n") if not r.startswith(
+        ("| slowest rule group at", "| slowest dashboard query at"))]
+    rows += [f"| {name} | {goal} | {value} | {_yes(ok)} |" for name, goal, value, ok in goals]
+    body = [r for r in rows if r.startswith("| ") and not r.startswith(("| figure", "| ---"))]
+    missed = sum(r.endswith("| **missed** |") for r in body)
+    summary = (f"{missed} of {len(body)} missed; see *Analysis* at the end for what this run "
+               "measured about each." if missed else "Every goal measured is met.")
+    tail = re.sub(r"\A(Every goal measured is met\.|\d+ of \d+ missed; see \*Analysis\*[^\n]*)",
+                  summary, tail)
+    # The Analysis bullet: replaced, added before the next section, or dropped when met.
+    tail = re.sub(rf"^{re.escape(ANALYSIS_MARK)}[^\n]*\n", "", tail, flags=re.M)
+    notes = analysis(rec["data"])
+    if notes:
+        tail = re.sub(r"(^## Analysis\n.*?)(\n\n## |\Z)",
+                      lambda m: m.group(1).rstrip("\n") + "\n" + "\n".join(notes)
+                      + (m.group(2) or "\n"),
+                      tail, count=1, flags=re.M | re.S)
+    return head + "\n## Goals\n" + "\n".join(rows) + sep + tail
+
+
+DOCS_BEGIN = "<!-- BEGIN GENERATED: scale figures (bench/report_scale.py --docs) -->"
+DOCS_END = "<!-- END GENERATED: scale figures -->"
+
+
+def summary(d: dict[str, Any]) -> list[str]:
+    """docs/scale.md's figures: per fleet size, series, the slowest rule group and query."""
+    runs = sorted(d["runs"], key=lambda r: r["engines"])
+    m = d["machine"]
+    goal_rule, goal_query = d["goals"]["rule_group_ms"], d["goals"]["query_ms"]
+    lines = [
+        f"Measured {m['date'][:16].replace('T', ' ')} UTC at commit `{m['git_commit']}` on "
+        f"{m['nproc']} CPUs ({m['cpu_model']}, {m['memory_gib']} GiB, "
+        f"{'a virtual machine' if m.get('virtualized') else 'bare metal'}) shared with other "
+        f"work, with {d['prometheus'].split(' (')[0]}; every query repeated "
+        f"{runs[0]['queries'][0]['reps'] if runs and runs[0]['queries'] else 0} times, every "
+        "group over several evaluations. Medians, with the maximum in brackets."
+        + (f" {d['note']}" if d.get("note") else ""), "",
+        "| engines | series per engine | head series | Prometheus RSS | slowest rule group "
+        f"(< {goal_rule:g} ms) | slowest dashboard query (< {goal_query:g} ms) | queries over "
+        f"{goal_query:g} ms | load average during |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in runs:
+        group = max(r["rules"], key=lambda g: g["median_ms"] or 0.0)
+        query = max(r["queries"], key=lambda q: q["median_ms"])
+        over = sum(q["median_ms"] >= goal_query for q in r["queries"])
+        load = r.get("machine_during_measurement", {})
+        lines.append(
+            f"| {r['engines']:,} | {r['series_per_engine']['median']:.0f} "
+            f"| {r['head_series']:,.0f} | {r['prometheus_rss_bytes'] / 2**20:,.0f} MiB "
+            f"| {group['group']}: {_ms(group['median_ms'])} ({_ms(group['max_ms'])}) "
+            f"| {query['dashboard'].removesuffix('.json')}, {query['panel']}: "
+            f"{_ms(query['median_ms'])} ({_ms(query['max_ms'])}) "
+            f"| {over} of {len(r['queries'])} "
+            f"| {' / '.join(f'{x:.1f}' for x in load.get('loadavg_before', []))}"
+            f"{_prom_cpu(load)} |")
+    lines += ["", "Each rule group: evaluation time (median) and the samples its rules read in one "
+              "evaluation:", "",
+              "| group | rules | " + " | ".join(f"{r['engines']:,} engines" for r in runs) + " |",
+              "| --- | --- | " + " | ".join("---" for _ in runs) + " |"]
+    by_run = [{g["group"]: g for g in r["rules"]} for r in runs]
+    for name, g in sorted(by_run[-1].items(), key=lambda kv: (kv[1]["file"], kv[0])):
+        cells = [f"{_ms(x['median_ms'])}, {_count(x.get('samples'))} samples"
+                 if (x := rules.get(name)) else "-" for rules in by_run]
+        lines.append(f"| {name} | {g['rules']} | {' | '.join(cells)} |")
+    return lines
+
+
+def splice_docs(page: str, data: dict[str, Any]) -> str:
+    """`page` (docs/scale.md) with the summary between its markers."""
+    pattern = re.compile(re.escape(DOCS_BEGIN) + r".*?" + re.escape(DOCS_END), re.S)
+    if not pattern.search(page):
+        raise SystemExit(f"no {DOCS_BEGIN} ... {DOCS_END} in the page")
+    body = "\n".join([DOCS_BEGIN, *summary(data), DOCS_END])
+    return pattern.sub(lambda _: body, page)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--into", type=Path, help="benchmark page to update in place")
+    parser.add_argument("--docs", type=Path, help="page with the summary's markers (docs/scale.md)")
+    parser.add_argument("--result", type=Path, default=STORED)
+    args = parser.parse_args()
+    if not (args.into or args.docs):
+        parser.error("--into, --docs or both")
+    data = json.loads(args.result.read_text())
+    rec = {"status": "ok", "data": data, "command": data.get("command"), "stored": True}
+    if args.into:
+        args.into.write_text(splice(args.into.read_text(), rec))
+    if args.docs:
+        args.docs.write_text(splice_docs(args.docs.read_text(), data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,400 @@
+"""What the shipped rules and dashboards cost a Prometheus that watches 100 and 1,000 engines.
+
+    .venv/bin/python bench/scale.py --engines 100 1000 --json /tmp/scale.json
+    bench/run --scale            # the same as a section of the suite; writes docs/benchmarks.md
+
+For each fleet size: backfill the fleet's history with promtool (bench/scale_tsdb.py, from the
+model in bench/scale_series.py: the real full exposition per engine, counters growing, restore
+windows open, closed in time, closed late and breached, generation changes, a lost GPU), start
+the Debian `prometheus` on it with the rule files alerts/helios-*.yaml and a live feed of the same
+model (one scrape target per 100 engines, honor_labels, 15 s like deploy/), then measure:
+
+- series per engine (live, `count by (cluster, instance) ({job="helios-exporter"})`);
+- each rule group's evaluation time, from /api/v1/rules `evaluationTime` over several
+  evaluations (median, max) and its slowest rule;
+- every dashboard query (dashboards/*.json: panels, annotations, variables), with the variables
+  substituted as Grafana substitutes them (bench/scale_queries.py), over the last 6 h, as
+  wall-clock time to the whole answer from this process; repeated, median and max.
+
+Goals (issue 16): every rule group under 200 ms and every panel query under 1 s at 1,000 engines.
+Too slow for CI; the series model has a unit test (tests/test_scale.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scale_queries
+import scale_series
+from benchlib import (
+    PYTHON,
+    ROOT,
+    Procs,
+    cpu_share,
+    free_port,
+    host_cpu_busy,
+    install_sigterm,
+    loadavg,
+    machine,
+    proc_sample,
+    wait_until,
+)
+from scale_tsdb import Store
+
+RULE_GOAL_MS = 200.0
+QUERY_GOAL_MS = 1000.0
+RANGE_S = 6 * 3600
+GROUP_SIZE = 100
+LONG_WINDOW_S = 600  # families read through longer range selectors get extra history
+
+
+def long_windows(exprs: Sequence[str]) -> dict[str, float]:
+    """Metric -> longest range selector (seconds) over it in `exprs`, for ranges > 10 min."""
+    out: dict[str, float] = {}
+    for expr in exprs:
+        for name, window in re.findall(r"([a-zA-Z_:][\w:]*)\s*(?:\{[^}]*\})?\s*\[(\d+[smhdw])", expr):
+            seconds = scale_queries._parse_duration(window)
+            if seconds > LONG_WINDOW_S and not name.startswith("helios:"):
+                out[name] = max(out.get(name, 0.0), seconds)
+    return out
+
+
+def rule_files(pattern: str) -> list[Path]:
+    files = sorted(ROOT.glob(pattern))
+    if not files:
+        raise SystemExit(f"no rule files match {pattern}")
+    return files
+
+
+def expressions(rules: Sequence[Path], dashboards: Sequence[Path]) -> list[str]:
+    out: list[str] = []
+    for path in rules:
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            out += [r["expr"] for r in group["rules"]]
+    for path in dashboards:
+        text = path.read_text()
+        out += [json.loads(f'"{m}"') for m in re.findall(r'"expr":\s*"((?:[^"\\]|\\.)*)"', text)]
+    return out
+
+
+def history(rules: Sequence[Path], dashboards: Sequence[Path]) -> tuple[list[str], float]:
+    """Families that need history before the measured range, and how much (hours)."""
+    windows = long_windows(expressions(rules, dashboards))
+    names = {t.name: t.family for t in scale_series.templates()}
+    families = sorted({names.get(m, m) for m in windows})
+    return families, max(windows.values(), default=0.0) / 3600
+
+
+# -- one Prometheus -----------------------------------------------------------------------------
+def prometheus_config(path: Path, feed_port: int, groups: int, rules: Path) -> None:
+    config = {
+        "global": {"scrape_interval": f"{scale_series.SCRAPE_INTERVAL}s",
+                   "evaluation_interval": f"{scale_series.SCRAPE_INTERVAL}s",
+                   "scrape_timeout": "10s"},
+        "rule_files": [str(rules / "*.yaml")],
+        "scrape_configs": [{
+            "job_name": "scale-feed", "honor_labels": True,
+            "static_configs": [{"targets": [f"127.0.0.1:{feed_port}"],
+                                "labels": {"__metrics_path__": f"/metrics/{g}"}}
+                               for g in range(groups)],
+        }],
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+class Prom:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.client = httpx.Client(base_url=url, timeout=120.0)
+
+    def get(self, path: str, **params: str) -> Any:
+        r = self.client.get(path, params=params)
+        r.raise_for_status()
+        return r.json()["data"]
+
+    def value(self, expr: str) -> float | None:
+        result = self.get("/api/v1/query", query=expr)["result"]
+        return float(result[0]["value"][1]) if result else None
+
+    def own(self, name: str) -> float | None:
+        """A series of Prometheus's own /metrics (it does not scrape itself here), summed."""
+        text = self.client.get("/metrics").text
+        values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                  if line.startswith(name) and line[len(name)] in " {"]
+        return sum(values) if values else None
+
+    def per_engine(self, matcher: str) -> list[float]:
+        return [float(r["value"][1]) for r in self.get(
+            "/api/v1/query", query=f'count by (cluster, instance) ({{job="helios-exporter", '
+                                   f'{matcher}}})')["result"]]
+
+
+def wait_compacted(prom: Prom, log: Callable[[str], None], limit_s: float = 1800) -> dict[str, Any]:
+    """Until the backfilled blocks stop being merged (vertical compaction of overlapping blocks):
+    the block count unchanged for a minute."""
+    t0 = time.monotonic()
+    last, since = None, time.monotonic()
+    while time.monotonic() - t0 < limit_s:
+        blocks = prom.own("prometheus_tsdb_blocks_loaded")
+        if blocks != last:
+            last, since = blocks, time.monotonic()
+            log(f"  blocks loaded: {blocks}")
+        elif time.monotonic() - since >= 60:
+            break
+        time.sleep(5)
+    return {"blocks": last, "seconds": time.monotonic() - t0,
+            "compactions": prom.own("prometheus_tsdb_compactions_total"),
+            "vertical_compactions": prom.own("prometheus_tsdb_vertical_compactions_total")}
+
+
+def samples_read(prom: Prom, path: str, params: dict[str, str]) -> int | None:
+    """Samples the query reads (Prometheus's query stats, `totalQueryableSamples`): its cost
+    whatever the machine, where the time depends on the CPU it got."""
+    r = prom.client.get(path, params={**params, "stats": "all"})
+    r.raise_for_status()
+    stats = r.json()["data"].get("stats") or {}
+    value = (stats.get("samples") or {}).get("totalQueryableSamples")
+    return None if value is None else int(value)
+
+
+def measure_rules(prom: Prom, evaluations: int, interval: float) -> list[dict[str, Any]]:
+    """Each group's evaluationTime at `evaluations` distinct evaluations, then the samples its
+    rules read in one evaluation (each expression as an instant query; alert templates aside)."""
+    seen: dict[str, dict[str, Any]] = {}
+    deadline = time.monotonic() + (evaluations + 3) * interval * 2
+    while time.monotonic() < deadline:
+        for g in prom.get("/api/v1/rules")["groups"]:
+            entry = seen.setdefault(g["name"], {
+                "group": g["name"], "file": Path(g["file"]).name, "rules": len(g["rules"]),
+                "interval_s": g["interval"], "times": {}, "rule_times": {}, "errors": set()})
+            if g.get("lastEvaluation", "").startswith("0001"):
+                continue
+            entry["times"][g["lastEvaluation"]] = g["evaluationTime"]
+            for r in g["rules"]:
+                key = r.get("name") or r.get("record", "")
+                entry["rule_times"].setdefault(key, {})[g["lastEvaluation"]] = r["evaluationTime"]
+                if r.get("health") == "err":
+                    entry["errors"].add(f"{key}: {r.get('lastError')}")
+        if all(len(e["times"]) >= evaluations for e in seen.values()) and seen:
+            break
+        time.sleep(interval / 3)
+    exprs: dict[str, list[tuple[str, str]]] = {
+        g["name"]: [(r.get("name") or r.get("record", ""), r["query"]) for r in g["rules"]]
+        for g in prom.get("/api/v1/rules")["groups"]}
+    out = []
+    for e in seen.values():
+        rule_samples = {name: samples_read(prom, "/api/v1/query", {"query": expr})
+                        for name, expr in exprs.get(e["group"], [])}
+        times = [t * 1000 for t in list(e["times"].values())[-evaluations:]]
+        slowest: tuple[str | None, dict[str, float]] = max(
+            e["rule_times"].items(), key=lambda kv: statistics.median(kv[1].values()),
+            default=(None, {}))
+        out.append({
+            "group": e["group"], "file": e["file"], "rules": e["rules"],
+            "interval_s": e["interval_s"], "evaluations": len(times),
+            "median_ms": statistics.median(times) if times else None,
+            "max_ms": max(times) if times else None,
+            "slowest_rule": slowest[0],
+            "slowest_rule_median_ms": statistics.median(slowest[1].values()) * 1000
+            if slowest[1] else None,
+            "samples": sum(v or 0 for v in rule_samples.values()),
+            "rule_samples": rule_samples,
+            "errors": sorted(e["errors"]),
+        })
+    return out
+
+
+def measure_queries(prom: Prom, dashboards: Sequence[Path], reps: int,
+                    end: float) -> list[dict[str, Any]]:
+    start = end - RANGE_S
+
+    def label_values(selector: str, label: str) -> list[str]:
+        params = {"start": str(int(start)), "end": str(int(end))}
+        if selector:
+            params["match[]"] = selector
+        data: list[str] = prom.get(f"/api/v1/label/{label}/values", **params)
+        return data
+
+    queries: list[scale_queries.Query] = []
+    for path in dashboards:
+        variables = scale_queries.variable_values(json.loads(path.read_text()), label_values)
+        queries += scale_queries.queries(path, start, end, variables)
+    times: list[list[float]] = [[] for _ in queries]
+    sizes: list[tuple[int, int]] = [(0, 0)] * len(queries)
+    for _ in range(reps):  # round-robin: every query once per round
+        for i, q in enumerate(queries):
+            t0 = time.perf_counter()
+            r = prom.client.get(q.path, params=q.params())
+            body = r.content
+            times[i].append((time.perf_counter() - t0) * 1000)
+            if r.status_code != 200:
+                raise RuntimeError(f"{q.dashboard} {q.panel}: HTTP {r.status_code} {body[:300]!r}")
+            result = r.json()["data"]
+            series = len(result["result"]) if isinstance(result, dict) else len(result)
+            sizes[i] = (series, len(body))
+    samples = [None if q.kind == "label_values" else samples_read(prom, q.path, q.params())
+               for q in queries]  # after the timed rounds: the stats cost nothing timed
+    return [{
+        "dashboard": q.dashboard, "panel": q.panel, "ref": q.ref, "kind": q.kind,
+        "expr": q.expr, "step_s": q.step, "series": sizes[i][0], "bytes": sizes[i][1],
+        "samples": samples[i],
+        "median_ms": statistics.median(times[i]), "max_ms": max(times[i]), "reps": reps,
+    } for i, q in enumerate(queries)]
+
+
+def run_size(engines: int, store: Store, work: Path, rules: Sequence[Path],
+             dashboards: Sequence[Path], args: argparse.Namespace,
+             log: Callable[[str], None]) -> dict[str, Any]:
+    groups = list(range(max(1, engines // store.meta["group_size"])))
+    build: list[dict[str, float]] = []
+    for _ in range(6):  # catch up with the clock: each pass backfills while time moves on
+        now = time.time()
+        done = store.extend(groups, now - now % scale_series.SCRAPE_INTERVAL, work / "om", log)
+        build.append(done)
+        log(f"  backfilled {done['samples']:,} samples in {done['seconds']:.0f} s")
+        if done["seconds"] < 60:
+            break
+    covered = min(store.covered(g) or 0 for g in groups)
+    tsdb = work / f"tsdb-{engines}"
+    blocks = store.assemble(groups, tsdb)
+    rules_dir = work / "rules"
+    shutil.rmtree(rules_dir, ignore_errors=True)
+    rules_dir.mkdir()
+    for path in rules:
+        shutil.copy(path, rules_dir / path.name)
+    subprocess.run(["promtool", "check", "rules", *map(str, rules_dir.glob("*.yaml"))],
+                   check=True, capture_output=True)
+    procs = Procs(work / f"procs-{engines}")
+    try:
+        feed_port, port = free_port(), free_port()
+        feed = procs.start("feed", [PYTHON, str(ROOT / "bench" / "scale_series.py"), "serve",
+                                    "--engines", str(engines), "--anchor", repr(store.anchor),
+                                    "--seed", str(store.meta["seed"]), "--groups",
+                                    str(len(groups)), "--port", str(feed_port)])
+        wait_until(lambda: httpx.get(f"http://127.0.0.1:{feed_port}/metrics/0", timeout=30)
+                   .status_code == 200, 120, "the feed", feed)
+        prometheus_config(work / "prometheus.yml", feed_port, len(groups), rules_dir)
+        started = time.time()
+        prom_proc = procs.start("prometheus", [
+            "prometheus", f"--config.file={work / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tsdb}", f"--web.listen-address=127.0.0.1:{port}",
+            "--storage.tsdb.retention.time=30d", "--log.level=warn"])
+        prom = Prom(f"http://127.0.0.1:{port}")
+        wait_until(lambda: httpx.get(prom.url + "/-/ready", timeout=5).status_code == 200, 600,
+                   "prometheus ready", prom_proc, interval=2)
+        log(f"  prometheus up {time.time() - started:.0f} s after start; {blocks} blocks")
+        compaction = wait_compacted(prom, log)
+        time.sleep(4 * scale_series.SCRAPE_INTERVAL)  # several scrapes and evaluations
+        raw = prom.per_engine('__name__!~"helios:.*|ALERTS.*"')
+        recorded = prom.per_engine('__name__=~"helios:.*"')
+        load0, (busy0, total0) = loadavg(), host_cpu_busy()
+        log("  rule groups ...")
+        cpu0 = proc_sample(prom_proc.pid)
+        rule_results = measure_rules(prom, args.evaluations, scale_series.SCRAPE_INTERVAL)
+        prom_cpu = cpu_share(cpu0, proc_sample(prom_proc.pid))
+        log("  dashboard queries ...")
+        end = time.time()
+        query_results = measure_queries(prom, dashboards, args.reps, end)
+        busy1, total1 = host_cpu_busy()
+        machine_load = {"loadavg_before": load0, "loadavg_after": loadavg(),
+                        "prometheus_cpu_share_during_rules": prom_cpu,
+                        "prometheus_nice": os.getpriority(os.PRIO_PROCESS, prom_proc.pid),
+                        "busy_share": (busy1 - busy0) / (total1 - total0) if total1 > total0
+                        else None}
+        return {
+            "engines": engines, "groups": len(groups), "build": build,
+            "backfill_end": covered, "prometheus_start": started,
+            "gap_s": started - covered, "blocks_assembled": blocks, "compaction": compaction,
+            "series_per_engine": _spread(raw), "recorded_series_per_engine": _spread(recorded),
+            "head_series": prom.own("prometheus_tsdb_head_series"),
+            "prometheus_rss_bytes": proc_sample(prom_proc.pid).rss_bytes,
+            "rules": rule_results, "queries": query_results, "query_end": end,
+            "machine_during_measurement": machine_load,
+        }
+    finally:
+        procs.stop_all()
+        if not args.keep_tsdb:
+            shutil.rmtree(tsdb, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engines", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--rules", default="alerts/helios-*.yaml",
+                        help="rule files (glob relative to the repository root)")
+    parser.add_argument("--dashboards", default="dashboards/*.json")
+    parser.add_argument("--reps", type=int, default=5, help="runs of every dashboard query")
+    parser.add_argument("--evaluations", type=int, default=8, help="evaluations per rule group")
+    parser.add_argument("--hours", type=float, default=6.0, help="history backfilled")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/helios-scale"))
+    parser.add_argument("--store", type=Path, help="block store (default <workdir>/store); "
+                        "reused across runs")
+    parser.add_argument("--keep-tsdb", action="store_true")
+    parser.add_argument("--json", type=Path, help="write the result here")
+    parser.add_argument("--note", help="a remark kept with the result and shown with its "
+                        "figures (how this run differs from the commit it names)")
+    args = parser.parse_args()
+    install_sigterm()
+    rules = rule_files(args.rules)
+    dashboards = sorted(ROOT.glob(args.dashboards))
+    families, history_hours = history(rules, dashboards)
+    size = min(GROUP_SIZE, *args.engines)
+    store = Store(args.store or args.workdir / "store", size, args.hours, history_hours, families)
+
+    def log(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    result: dict[str, Any] = {
+        "benchmark": "scale", "machine": machine(), "command": " ".join(sys.argv),
+        "prometheus": _version("prometheus"), "promtool": _version("promtool"),
+        "rule_files": [str(p.relative_to(ROOT)) for p in rules],
+        "dashboards": [p.name for p in dashboards],
+        "model": {"scrape_interval_s": scale_series.SCRAPE_INTERVAL, "hours": args.hours,
+                  "history_hours": history_hours, "history_families": families,
+                  "group_size": size, "anchor": store.anchor,
+                  "scenarios": sorted(set(scale_series.SCENARIOS)),
+                  "scenario_period": len(scale_series.SCENARIOS),
+                  "golden": str(scale_series.GOLDEN.relative_to(ROOT))},
+        "note": args.note,
+        "range_s": RANGE_S, "goals": {"rule_group_ms": RULE_GOAL_MS, "query_ms": QUERY_GOAL_MS},
+        "runs": [],
+    }
+    for engines in sorted(args.engines):
+        log(f"== {engines} engines")
+        result["runs"].append(run_size(engines, store, args.workdir, rules, dashboards, args,
+                                       log))
+        if args.json:  # after each fleet size: a later one that fails keeps the earlier
+            args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    if not args.json:
+        sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
+    return 0
+
+
+def _spread(values: Sequence[float]) -> dict[str, float | None]:
+    return {"engines_seen": len(values),
+            "median": statistics.median(values) if values else None,
+            "min": min(values, default=None), "max": max(values, default=None)}
+
+
+def _version(binary: str) -> str:
+    done = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
+    return (done.stdout or done.stderr).splitlines()[0] if (done.stdout or done.stderr) else "?"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

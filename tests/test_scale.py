@@ -1,0 +1,180 @@
+"""The pieces of bench/scale.py that run without a fleet: the series model (bench/scale_series.py),
+the Grafana query substitution (bench/scale_queries.py) and the block ranges (bench/scale_tsdb.py).
+The measurement itself is too slow for the suite (bench/run --scale)."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from tests.conftest import ROOT
+from tools.harness import families
+
+ANCHOR = 1_796_000_000.0  # a multiple of 15 s
+
+
+@pytest.fixture(scope="module")
+def bench() -> Iterator[dict[str, ModuleType]]:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        yield {name: importlib.import_module(name)
+               for name in ("scale_series", "scale_queries", "scale_tsdb")}
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
+def engine_of(series: ModuleType, scenario: str) -> object:
+    index = series.SCENARIOS.index(scenario)
+    return series.Engine(index, ANCHOR)
+
+
+def parsed(text: str) -> list[Sample]:
+    """Every sample, read back by prometheus_client's parser (the model writes no TYPE lines, so
+    each sample comes as a family of its own)."""
+    return [s for fam in text_string_to_metric_families(text) for s in fam.samples]
+
+
+def exposition(series: ModuleType, engine: object, t: float) -> dict[str, float]:
+    """`name[sorted labels]` -> value of one engine at t."""
+    return {f"{s.name}{sorted(s.labels.items())}": s.value
+            for s in parsed(series.render([engine], t))}
+
+
+def test_an_engine_exports_the_golden_series_with_its_target_labels(bench: dict) -> None:
+    series = bench["scale_series"]
+    steady = engine_of(series, "steady")
+    golden = families((ROOT / "tests" / "golden" / "full_exposition.prom").read_text())
+    every = parsed(series.render([steady], ANCHOR))
+    golden_names = {s.name for f in golden.values() for s in f.samples}
+    mine_names = {s.name for s in every}
+    # The golden's open window has series a steady engine only has while a window is open.
+    assert golden_names - mine_names <= series.WINDOW_ONLY
+    assert mine_names - golden_names == set(series.SCRAPE_SERIES)
+    assert len(every) == len({(s.name, tuple(sorted(s.labels.items()))) for s in every})
+    assert all(s.labels["job"] == "helios-exporter" and s.labels["cluster"] in series.CLUSTERS
+               for s in every)
+    gpu = {(s.labels["gpu"], s.labels["uuid"]) for s in every if "gpu" in s.labels}
+    assert len(gpu) == 2 and "GPU-1f0c..." not in {u for _, u in gpu}  # two GPUs, own UUIDs
+    generations = {s.labels["generation"] for s in every if "generation" in s.labels}
+    assert len(generations) == 1 and generations != {"g-20261129T0412Z-7f3a"}
+
+
+def test_counters_grow_within_a_generation_and_buckets_stay_cumulative(bench: dict) -> None:
+    series = bench["scale_series"]
+    engine = engine_of(series, "steady")
+    before, after = (exposition(series, engine, ANCHOR + d) for d in (0, 3600))
+    counters = [k for k in before if k.split("[")[0].endswith(("_total", "_bucket", "_count"))]
+    assert counters
+    assert all(after[k] >= before[k] for k in counters)
+    assert any(after[k] > before[k] for k in counters)
+    buckets = sorted((float(s.labels["le"]), s.value)
+                     for s in parsed(series.render([engine], ANCHOR + 3600))
+                     if s.name == "helios_engine_native_time_to_first_token_seconds_bucket")
+    assert len(buckets) > 10 and [v for _, v in buckets] == sorted(v for _, v in buckets)
+
+
+def value(expo: dict[str, float], name: str, **labels: str) -> float | None:
+    for key, v in expo.items():
+        if key.startswith(name + "[") and all(f"('{k}', '{lv}')" in key for k, lv in labels.items()):
+            return v
+    return None
+
+
+def test_restore_scenarios(bench: dict) -> None:
+    series = bench["scale_series"]
+    bound = series.RESTORE_BOUND
+    late = engine_of(series, "closed_late")
+    after = exposition(series, late, late.window.start + late.window.duration + 60)
+    assert value(after, "helios_restore_window_open") == 0.0
+    assert value(after, "helios_restore_last_window_outcome", outcome="late") == 1.0
+    assert value(after, "helios_restore_check_ok", check="image") == 0.0
+    assert value(after, "helios_restore_deadline_timestamp_seconds", bound="restore") is None
+    breached = engine_of(series, "breached")
+    now = exposition(series, breached, ANCHOR)
+    assert value(now, "helios_restore_window_open") == 1.0
+    assert value(now, "helios_restore_deadline_timestamp_seconds", bound="restore") == \
+        breached.window.start + bound < ANCHOR
+    opened = engine_of(series, "open")
+    during = exposition(series, opened, opened.window.start + 13 * 60)  # the engine is down
+    assert value(during, "helios_restore_phase", phase="down") == 1.0
+    assert value(during, "helios_engine_up") == 0.0
+    in_time = engine_of(series, "closed_in_time")
+    gens = [{k for k in exposition(series, in_time, t) if "('generation', " in k}
+            for t in (in_time.window.start - 60, in_time.window.start + in_time.window.duration)]
+    assert not gens[0] & gens[1]  # restored: every generation series is new
+    restart = engine_of(series, "restart")
+    assert value(exposition(series, restart, ANCHOR), "helios_engine_unplanned_restarts_total") == 1
+    lost = engine_of(series, "gpu_lost")
+    assert value(exposition(series, lost, ANCHOR), "helios_gpu_up", gpu="1") == 0.0
+
+
+def test_promtool_backfills_the_openmetrics_output(bench: dict, tmp_path: Path) -> None:
+    if shutil.which("promtool") is None:
+        pytest.fail("promtool not on PATH (scripts/bootstrap installs Debian's prometheus)")
+    series = bench["scale_series"]
+    fleet = series.fleet(3, ANCHOR)
+    out = io.StringIO()
+    n = series.write_openmetrics(out, fleet, ANCHOR - 600, ANCHOR)
+    series.eof(out)
+    path = tmp_path / "fleet.om"
+    path.write_text(out.getvalue())
+    done = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(path),
+                           str(tmp_path / "blocks")], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    (block,) = (tmp_path / "blocks").iterdir()
+    meta = json.loads((block / "meta.json").read_text())
+    assert meta["stats"]["numSamples"] == n == 40 * len(series.render(fleet, ANCHOR).splitlines())
+
+
+def test_block_ranges(bench: dict) -> None:
+    tsdb = bench["scale_tsdb"]
+    pieces = list(tsdb.split(0, 7000.0, 16000.0))
+    assert [(p.start, p.end) for p in pieces] == [(7000.0, 7200.0), (7200.0, 14400.0),
+                                                  (14400.0, 16000.0)]
+
+
+def test_grafana_intervals_and_substitution(bench: dict) -> None:
+    q = bench["scale_queries"]
+    # 6 h over a half-width panel (960 px): 22.5 s, rounded to 20 s; rate interval 4 x 15 s.
+    interval = q.interval_s(6 * 3600, q.panel_width_px(12))
+    assert interval == 20
+    assert q.substitute('rate(x{a=~"$instance"}[$__rate_interval])', {"instance": ".*"},
+                        interval, 6 * 3600) == 'rate(x{a=~".*"}[1m])'
+    assert q.interval_s(3600, 2000) == 15  # never below the scrape interval
+    assert q.rate_interval_s(120) == 135 and q.grafana_duration(135) == "135s"
+
+
+def test_dashboard_queries_as_grafana_sends_them(bench: dict) -> None:
+    q = bench["scale_queries"]
+    path = ROOT / "dashboards" / "helios-restore.json"
+    dashboard = json.loads(path.read_text())
+    asked: list[tuple[str, str]] = []
+
+    def label_values(selector: str, label: str) -> list[str]:
+        asked.append((selector, label))
+        return ["10.64.0.9:19400", "10.64.0.1:19400"]
+
+    variables = q.variable_values(dashboard, label_values)
+    assert variables["cluster"] == ".*"  # All
+    assert variables["instance"] == "10.64.0.1:19400"  # single value, none chosen: the first
+    assert asked and asked[0][1] == "instance"
+    queries = q.queries(path, ANCHOR - 6 * 3600, ANCHOR, variables)
+    panels = [x for x in queries if x.kind in ("range", "instant")]
+    assert len(panels) == sum(len(p.get("targets", [])) for p in dashboard["panels"])
+    assert all("$" not in x.expr for x in queries)
+    for x in queries:
+        if x.kind == "range":
+            assert x.step and x.start % x.step == 0 and x.end % x.step == 0
+            assert x.end - x.start <= 6 * 3600
+
