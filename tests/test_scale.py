@@ -178,3 +178,32 @@ def test_dashboard_queries_as_grafana_sends_them(bench: dict) -> None:
             assert x.step and x.start % x.step == 0 and x.end % x.step == 0
             assert x.end - x.start <= 6 * 3600
 
+
+def test_docs_scale_shows_the_stored_result(bench: dict) -> None:
+    """docs/scale.md's figures are generated from bench/results/scale.json: regenerate with
+    `python bench/report_scale.py --docs docs/scale.md` after a new measurement."""
+    report = importlib.import_module("report_scale")
+    data = json.loads(report.STORED.read_text())
+    page = (ROOT / "docs" / "scale.md").read_text()
+    assert report.splice_docs(page, data) == page
+    engines = [r["engines"] for r in data["runs"]]
+    assert engines == sorted(engines) and engines[0] == 100
+    for run in data["runs"]:  # every figure shown was measured: nothing missing or in error
+        assert run["rules"] and all(g["median_ms"] is not None and not g["errors"]
+                                    for g in run["rules"])
+        assert run["queries"] and all(q["reps"] >= 1 for q in run["queries"])
+
+
+def test_the_benchmark_page_takes_the_stored_result_without_running_it(bench: dict) -> None:
+    report = importlib.import_module("report_scale")
+    data = json.loads(report.STORED.read_text())
+    page = "# Benchmarks\n\n## Goals\n| figure | goal | measured | met |\n| --- | --- | --- | --- |\n" \
+           "| other | x | y | **met** |\n\nEvery goal measured is met.\n\n## Analysis\n\nText.\n"
+    once = report.splice(page, {"status": "ok", "data": data, "stored": True})
+    assert report.splice(once, {"status": "ok", "data": data, "stored": True}) == once
+    assert f"## {report.TITLE}" in once and once.index(report.TITLE) < once.index("## Analysis")
+    goals = once.split("## Goals\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert goals[2] == "| other | x | y | **met** |"
+    assert [r.split(" (", 1)[0] for r in goals[3:]] == [
+        f"| slowest rule group at {data['runs'][-1]['engines']:,} engines",
+        f"| slowest dashboard query at {data['runs'][-1]['engines']:,} engines"]
