@@ -385,6 +385,9 @@ def observer_cost(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | N
               "series, so it grows during the first requests). Phase edges add a poll each.", ""]
     goals.append(("observer cost at a 1 s poll, client mean vs off (no goal: reported)", "none",
                   f"{summary['1 s']['vs_off'] * 100:+.1f}% (spread {ms(spread)})", None))
+    return lines
+
+
 def scrape_cost(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | None]]) -> list[str]:
     d = rec["data"]
     compress = d["gzip_compress_cpu_ms"]
