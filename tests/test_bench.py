@@ -4,6 +4,7 @@ benchmark itself) keeps margins an order of magnitude wide, and each figure alon
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 from typing import Any
@@ -64,3 +65,15 @@ def test_every_bench_script_answers_help(script: str) -> None:
                           capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: ") and not done.stderr
+
+
+def test_the_committed_page_is_its_raw_figures_rendered() -> None:
+    """docs/benchmarks.md is bench/report.py's rendering of bench/results/latest.json (and the
+    stored scale result): no figure edited by hand, and every section renders."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        report = importlib.import_module("report")
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    results = json.loads((ROOT / "bench" / "results" / "latest.json").read_text())
+    assert report.render(results) == (ROOT / "docs" / "benchmarks.md").read_text()
