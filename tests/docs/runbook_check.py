@@ -60,7 +60,9 @@ def make_sample(tmp: Path) -> Sample:
     ok = tmp / "ok.json"
     ok.write_text('{"status": "ok"}\n')
     files = {"GET /status": status, "POST /restore/events": event, "GET /healthz": ok,
-             "GET /readyz": ok, "GET /metrics": ok, "GET /": ok,
+             "GET /readyz": ok, "GET /": ok,
+             # A real sidecar's whole /metrics (tests/test_full_exposition.py keeps it so).
+             "GET /metrics": ROOT / "tests" / "golden" / "full_exposition.prom",
              "engine /debug/offload/snapshot": snapshot, "engine /health": ok,
              "engine /metrics": ok}
     return Sample(rendered.status, rendered.routes, {k: str(v) for k, v in files.items()})
