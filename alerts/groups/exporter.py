@@ -1,4 +1,5 @@
-"""The sidecar itself: scraped at all, and reading valid engine snapshots."""
+"""The sidecar itself: scraped at all, reading valid engine snapshots, and rendering every
+collector of /metrics."""
 
 from __future__ import annotations
 
@@ -6,9 +7,46 @@ from alerts.config import Config
 from alerts.promql import Q, join
 from alerts.rules import Alert
 from alerts.templates import T
+from exporter.labels import COLLECTORS
 
 GROUP = "helios-exporter"
-NAMES = ("HeliosExporterDown", "HeliosEngineSnapshotFailing")
+NAMES = ("HeliosExporterDown", "HeliosEngineSnapshotFailing", "HeliosExporterCollectorFailing")
+
+# What goes missing from /metrics while a collector fails (exporter/registry.py registers them;
+# their docstrings show what each renders), and the alerts that go blind with it.
+COLLECTOR_SERIES: dict[str, str] = {
+    "offload": "the engine and offload series (helios_engine_up, helios_engine_ranks, "
+               "helios_engine_inflight_requests, helios_offload_*, helios_monitoring_generation_*); "
+               "the offload alerts cannot fire",
+    "pins": "helios_engine_pin_ok; HeliosEnginePinMismatch cannot fire",
+    "passthrough": "the engine's re-exported families (helios_engine_native_*)",
+    "restore": "the restore window series (helios_restore_*, "
+               "helios_engine_unplanned_restarts_total); the restore alerts go on from the last "
+               "values seen (for {memory}) and miss every change since",
+    "exporter": "the sidecar's source health (helios_exporter_source_*, "
+                "helios_exporter_engine_*, helios_exporter_poll_*); HeliosEngineSnapshotFailing "
+                "cannot fire",
+    "host": "the engine process and host memory series (helios_engine_process_*, "
+            "helios_host_memory_*)",
+    "experiment": "the open experiment phases (helios_experiment_phase_*)",
+    "gpu": "the GPU series (helios_gpu_*); HeliosGpuLost and HeliosGpuPowerAtLimit cannot fire",
+    "http": "the sidecar's HTTP server series (helios_exporter_http_*, "
+            "helios_exporter_web_config_*)",
+    "build_info": "helios_exporter_build_info",
+    "process": "the sidecar's process series (process_*: CPU, memory, file descriptors)",
+    "platform": "python_info",
+}
+if tuple(COLLECTOR_SERIES) != COLLECTORS:  # a new collector needs its line here
+    raise AssertionError(f"COLLECTOR_SERIES {tuple(COLLECTOR_SERIES)} != COLLECTORS {COLLECTORS}")
+
+
+def _missing_series(c: Config) -> str:
+    """Go template: what the failing collector ($labels.collector) leaves out of /metrics."""
+    branches = "{{ else if".join(
+        f' eq $labels.collector "{name}" }}}}{series.replace("{memory}", str(c.window_memory))}'
+        for name, series in COLLECTOR_SERIES.items()
+    )
+    return "{{ if" + branches + "{{ else }}its series{{ end }}"
 
 
 def alerts(c: Config) -> list[Alert]:
@@ -65,6 +103,31 @@ def alerts(c: Config) -> list[Alert]:
                 f"`--down-grace` ({c.down_grace}), after which a restore window opens "
                 "(cause unreachable) and the alert resolves; after an `abort` of the outage's "
                 "window it fires until the engine answers"
+            ),
+        ),
+        Alert(
+            name="HeliosExporterCollectorFailing",
+            group=GROUP,
+            severity="warning",
+            expr=f"{q.sel('helios_exporter_collector_success')} == 0",
+            summary=(
+                "Collector {{ $labels.collector }} of the Helios sidecar "
+                f"{t.target} is failing"
+            ),
+            description=(
+                "The {{ $labels.collector }} collector of the sidecar on "
+                f"{t.target} has raised on every rendering of /metrics for "
+                f"{c.for_['HeliosExporterCollectorFailing']}: its series are left out, the rest "
+                "of /metrics stays valid and is scraped. Missing: "
+                + _missing_series(c)
+                + ". The sidecar logged the error with its traceback (event collector_failed, "
+                "collector={{ $labels.collector }}) once per cause; report it to the sidecar "
+                "owners with that traceback."
+            ),
+            meaning=(
+                "`helios_exporter_collector_success{collector} == 0`: a collector of /metrics "
+                "raised and its series are missing from every scrape, while the rest of "
+                "/metrics stays valid"
             ),
         ),
     ]

@@ -19,6 +19,7 @@ CONTRACT_ALERTS = {
     "HeliosRestoreCheckFailed": "critical",
     "HeliosExporterDown": "warning",
     "HeliosEngineSnapshotFailing": "warning",
+    "HeliosExporterCollectorFailing": "warning",
     "HeliosOffloadRowPressureWithPageHeadroom": "info",
     "HeliosOffloadHostTierNoReuse": "info",
     "HeliosGpuLost": "critical",
@@ -131,6 +132,25 @@ def test_alert_names_and_severities_match_the_contract(
 ) -> None:
     got = {name: rule["labels"]["severity"] for name, rule in alert_rules.items()}
     assert got == CONTRACT_ALERTS | EXTRA_ALERTS
+
+
+def test_the_interface_lists_the_contract_alerts(root: Path) -> None:
+    """docs/interface.md's alert table names exactly the interface's alerts, each with its
+    severity (the extra alerts are explained in docs/alerts.md instead)."""
+    text = (root / "docs/interface.md").read_text(encoding="utf-8")
+    section = text.split("\n## 5. Alerts\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(Helios\w+)`(?: \*\(v2\)\*)? \| (\w+) \|", section, re.M)
+    assert dict(rows) == CONTRACT_ALERTS
+    assert len(rows) == len(CONTRACT_ALERTS), "an alert listed twice"
+
+
+def test_the_collector_alert_names_what_each_collector_renders() -> None:
+    """HeliosExporterCollectorFailing says what goes missing for every collector of /metrics
+    (the closed set of exporter/labels.py), and its Go template chooses by the label."""
+    from alerts.groups.exporter import COLLECTOR_SERIES
+    from exporter.labels import COLLECTORS
+
+    assert tuple(COLLECTOR_SERIES) == COLLECTORS
 
 
 def test_annotations_and_runbooks(root: Path, alert_rules: dict[str, dict[str, Any]], generate: Any) -> None:
