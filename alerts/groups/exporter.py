@@ -21,8 +21,10 @@ COLLECTOR_SERIES: dict[str, str] = {
     "pins": "helios_engine_pin_ok; HeliosEnginePinMismatch cannot fire",
     "passthrough": "the engine's re-exported families (helios_engine_native_*)",
     "restore": "the restore window series (helios_restore_*, "
-               "helios_engine_unplanned_restarts_total); the restore alerts go on from the last "
-               "values seen (for {memory}) and miss every change since",
+               "helios_engine_unplanned_restarts_total); the restore deadline alerts go on from the "
+               "last values seen (for {memory}) and miss every change since; "
+               "HeliosRestoreCheckFailed, HeliosEngineSnapshotFailing and "
+               "HeliosEngineRestartedOutsideWindow cannot fire",
     "exporter": "the sidecar's source health (helios_exporter_source_*, "
                 "helios_exporter_engine_*, helios_exporter_poll_*); HeliosEngineSnapshotFailing "
                 "cannot fire",
