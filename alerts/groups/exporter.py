@@ -1,5 +1,5 @@
-"""The sidecar itself: scraped at all, reading valid engine snapshots, and rendering every
-collector of /metrics."""
+"""The sidecar itself: scraped at all, reading valid engine snapshots, rendering every
+collector of /metrics, and running the web configuration last written to its file."""
 
 from __future__ import annotations
 
@@ -10,7 +10,12 @@ from alerts.templates import T
 from exporter.labels import COLLECTORS
 
 GROUP = "helios-exporter"
-NAMES = ("HeliosExporterDown", "HeliosEngineSnapshotFailing", "HeliosExporterCollectorFailing")
+NAMES = (
+    "HeliosExporterDown",
+    "HeliosEngineSnapshotFailing",
+    "HeliosExporterCollectorFailing",
+    "HeliosExporterWebConfigReloadFailed",
+)
 
 # What goes missing from /metrics while a collector fails (exporter/registry.py registers them;
 # their docstrings show what each renders), and the alerts that go blind with it.
@@ -130,6 +135,33 @@ def alerts(c: Config) -> list[Alert]:
                 "`helios_exporter_collector_success{collector} == 0`: a collector of /metrics "
                 "raised and its series are missing from every scrape, while the rest of "
                 "/metrics stays valid"
+            ),
+        ),
+        Alert(
+            name="HeliosExporterWebConfigReloadFailed",
+            group=GROUP,
+            severity="warning",
+            expr=f"{q.sel('helios_exporter_web_config_last_reload_successful')} == 0",
+            summary=f"The Helios sidecar {t.target} keeps an old web configuration",
+            description=(
+                f"The sidecar on {t.target} has failed for "
+                f"{c.for_['HeliosExporterWebConfigReloadFailed']} to load the latest change of "
+                "its --web-config-file (or of a file it names: certificate, key, client CA) and "
+                "keeps the configuration that loaded at "
+                + t.value(
+                    "helios_exporter_web_config_last_reload_success_timestamp_seconds{{TARGET}}",
+                    "humanizeTimestamp",
+                )
+                + ": the change did not apply. A rotated certificate is not served (the old "
+                "one is, also once it has expired and clients refuse it) and a new or changed "
+                "basic-auth user is refused (the old credentials still work). The sidecar logged "
+                "the errors (event web_config_reload_failed). Fix the file: it is re-read when "
+                "it changes; turning TLS on or off needs a restart of the sidecar."
+            ),
+            meaning=(
+                "`helios_exporter_web_config_last_reload_successful == 0`: the latest change of "
+                "`--web-config-file` (or a file it names) did not load, and the configuration "
+                "that last loaded (TLS certificate, basic-auth users) stays in force"
             ),
         ),
     ]

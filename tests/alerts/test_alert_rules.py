@@ -20,6 +20,7 @@ CONTRACT_ALERTS = {
     "HeliosExporterDown": "warning",
     "HeliosEngineSnapshotFailing": "warning",
     "HeliosExporterCollectorFailing": "warning",
+    "HeliosExporterWebConfigReloadFailed": "warning",
     "HeliosOffloadRowPressureWithPageHeadroom": "info",
     "HeliosOffloadHostTierNoReuse": "info",
     "HeliosGpuLost": "critical",

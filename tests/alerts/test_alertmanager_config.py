@@ -60,6 +60,7 @@ def test_check_test_config(root: Path, amtool: str, tmp_path: Path) -> None:
         (["severity=warning", "alertname=HeliosExporterDown"], "helios-ticket"),
         (["severity=warning", "alertname=HeliosExporterCollectorFailing", "collector=gpu"],
          "helios-ticket"),
+        (["severity=warning", "alertname=HeliosExporterWebConfigReloadFailed"], "helios-ticket"),
         (["severity=info", "alertname=HeliosRestoreWindowOpen"], "helios-null"),
         (["alertname=SomethingWithoutSeverity"], "helios-ticket"),
         # The restore incident group: pages and the notices that say how they resolved.
