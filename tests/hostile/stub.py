@@ -61,8 +61,11 @@ REASONS = {
 }
 
 
-def head(status: int, headers: dict[str, str] | None = None, length: int | None = None) -> bytes:
-    lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Odd')}", "Connection: close"]
+def head(status: int, headers: dict[str, str] | None = None, length: int | None = None,
+         close: bool = True) -> bytes:
+    lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Odd')}"]
+    if close:
+        lines.append("Connection: close")
     if length is not None:
         lines.append(f"Content-Length: {length}")
     lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
@@ -156,6 +159,23 @@ def each_time(make: Callable[[int], Behaviour]) -> Behaviour:
 
     def run(conn: socket.socket, stop: threading.Event) -> None:
         make(next(counter))(conn, stop)
+
+    return run
+
+
+def keep_alive_then_hang_up(body: bytes) -> Behaviour:
+    """Answer 200 keeping the connection open, then read the next request on it and close
+    without an answer: an idle connection the server closed just as the client reused it."""
+
+    def run(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(head(200, length=len(body), close=False) + body)
+        conn.settimeout(5.0)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(4096)
+            if not chunk:
+                return
+            data += chunk
 
     return run
 
