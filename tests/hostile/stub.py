@@ -163,6 +163,17 @@ def each_time(make: Callable[[int], Behaviour]) -> Behaviour:
     return run
 
 
+def read_head(conn: socket.socket, limit: int = 65536) -> bytes:
+    """A request head (up to `limit` bytes); b"" when the client closed before sending one."""
+    data = b""
+    while b"\r\n\r\n" not in data and len(data) < limit:
+        chunk = conn.recv(4096)
+        if not chunk:
+            return b""
+        data += chunk
+    return data
+
+
 def keep_alive_then_hang_up(body: bytes) -> Behaviour:
     """Answer 200 keeping the connection open, then read the next request on it and close
     without an answer: an idle connection the server closed just as the client reused it."""
@@ -170,12 +181,7 @@ def keep_alive_then_hang_up(body: bytes) -> Behaviour:
     def run(conn: socket.socket, stop: threading.Event) -> None:
         conn.sendall(head(200, length=len(body), close=False) + body)
         conn.settimeout(5.0)
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = conn.recv(4096)
-            if not chunk:
-                return
-            data += chunk
+        read_head(conn)
 
     return run
 
@@ -223,11 +229,9 @@ class _Handler(socketserver.BaseRequestHandler):
         conn.settimeout(5.0)
         data = b""
         with contextlib.suppress(OSError):
-            while b"\r\n\r\n" not in data and len(data) < 65536:
-                chunk = conn.recv(4096)
-                if not chunk:
-                    return
-                data += chunk
+            data = read_head(conn)
+        if not data:
+            return
         parts = data.split(b" ", 2)
         path = parts[1].decode("latin-1") if len(parts) > 1 else ""
         engine = self.server.engine
