@@ -43,6 +43,11 @@ def ratio(numerator: str, denominator: str) -> str:
     return f"{numerator}\n/\n({denominator} > 0)"
 
 
+# The last seen window state, remembered for the window memory: read by most restore rules,
+# so recorded once per evaluation instead of each rule reading the memory's samples again.
+WINDOW_OPEN_LAST_SEEN = "helios:restore_window_open:last_seen"
+
+
 class Q:
     """PromQL fragments for one config."""
 
@@ -60,11 +65,27 @@ class Q:
         the staleness markers of failed scrapes."""
         return f"last_over_time({self.sel(metric, **matchers)}[{lookback or self.memory}])"
 
+    def last_before(self, metric: str, span: str, **matchers: str) -> str:
+        """The last value Prometheus saw in the `span` before the window memory began: what
+        `last(metric, memory + span)` reads when nothing was seen within the memory, at a
+        fraction of the samples."""
+        return (f"last_over_time({self.sel(metric, **matchers)}[{span}] offset {self.memory})")
+
     def window_open_last(self) -> str:
-        return f"{self.last('helios_restore_window_open')} == 1"
+        """The last seen window state is open (the memory recorded once per evaluation at the
+        head of the restore alert group, alerts/groups/restore_window.py)."""
+        return f"{self.sel(WINDOW_OPEN_LAST_SEEN)} == 1"
 
     def deadline_last(self, bound: str) -> str:
         return self.last("helios_restore_deadline_timestamp_seconds", bound=bound)
+
+    def growth(self, metric: str, window: Duration) -> str:
+        """How much a counter grew over `window` within the current generation: now minus
+        `window` ago, exact (no extrapolation), two samples per series where increase() reads
+        every sample of the window. Counters are monotonic within a generation; a generation
+        younger than `window` has no value yet."""
+        sel = self.sel(metric)
+        return f"sum without (generation) (\n  {sel}\n  - {sel} offset {window}\n)"
 
     def increase(self, metric: str, window: Duration, without: str = "generation") -> str:
         return f"sum without ({without}) (increase({self.sel(metric)}[{window}]))"

@@ -212,6 +212,8 @@ def measure_rules(prom: Prom, evaluations: int, interval: float) -> list[dict[st
             "slowest_rule": slowest[0],
             "slowest_rule_median_ms": statistics.median(slowest[1].values()) * 1000
             if slowest[1] else None,
+            "rule_ms": {name: statistics.median(list(t.values())[-evaluations:]) * 1000
+                        for name, t in e["rule_times"].items() if t},
             "samples": sum(v or 0 for v in rule_samples.values()),
             "rule_samples": rule_samples,
             "errors": sorted(e["errors"]),
@@ -307,9 +309,11 @@ def run_size(engines: int, store: Store, work: Path, rules: Sequence[Path],
         cpu0 = proc_sample(prom_proc.pid)
         rule_results = measure_rules(prom, args.evaluations, scale_series.SCRAPE_INTERVAL)
         prom_cpu = cpu_share(cpu0, proc_sample(prom_proc.pid))
-        log("  dashboard queries ...")
         end = time.time()
-        query_results = measure_queries(prom, dashboards, args.reps, end)
+        query_results: list[dict[str, Any]] = []
+        if dashboards:
+            log("  dashboard queries ...")
+            query_results = measure_queries(prom, dashboards, args.reps, end)
         busy1, total1 = host_cpu_busy()
         machine_load = {"loadavg_before": load0, "loadavg_after": loadavg(),
                         "prometheus_cpu_share_during_rules": prom_cpu,
@@ -337,7 +341,8 @@ def main() -> int:
     parser.add_argument("--engines", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--rules", default="alerts/helios-*.yaml",
                         help="rule files (glob relative to the repository root)")
-    parser.add_argument("--dashboards", default="dashboards/*.json")
+    parser.add_argument("--dashboards", default="dashboards/*.json",
+                        help="dashboards whose queries are timed (glob; '' for the rules alone)")
     parser.add_argument("--reps", type=int, default=5, help="runs of every dashboard query")
     parser.add_argument("--evaluations", type=int, default=8, help="evaluations per rule group")
     parser.add_argument("--hours", type=float, default=6.0, help="history backfilled")
@@ -351,7 +356,7 @@ def main() -> int:
     args = parser.parse_args()
     install_sigterm()
     rules = rule_files(args.rules)
-    dashboards = sorted(ROOT.glob(args.dashboards))
+    dashboards = sorted(ROOT.glob(args.dashboards)) if args.dashboards else []
     families, history_hours = history(rules, dashboards)
     size = min(GROUP_SIZE, *args.engines)
     store = Store(args.store or args.workdir / "store", size, args.hours, history_hours, families)

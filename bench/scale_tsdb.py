@@ -64,7 +64,7 @@ class Store:
         meta: dict[str, Any] = {}
         if self.meta_path.exists():
             meta = json.loads(self.meta_path.read_text())
-            if {k: meta.get(k) for k in wanted} != wanted:
+            if not _serves(meta, wanted):
                 raise SystemExit(f"{path} holds blocks of another model ({meta}); use another "
                                  "--store or delete it")
         else:
@@ -165,6 +165,16 @@ class Store:
                     shutil.copytree(block, tsdb / block.name, copy_function=os.link)
                     n += 1
         return n
+
+
+def _serves(meta: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """A store serves a run when it holds the same model, and history for at least the
+    families (and hours) the run's rules and dashboards read further back (a store built for
+    other rules may hold history for more families)."""
+    same = ("model", "group_size", "hours", "seed")
+    return ({k: meta.get(k) for k in same} == {k: wanted[k] for k in same}
+            and set(wanted["history_families"]) <= set(meta.get("history_families") or [])
+            and float(meta.get("history_hours") or 0) >= float(wanted["history_hours"]))
 
 
 def _utc(t: float) -> str:

@@ -124,17 +124,13 @@ def offload(c: Config) -> list[Record]:
 
 
 def restore(c: Config) -> list[Record]:
+    """Countdowns for dashboards and runbooks. They read the window memory recorded at the head
+    of the restore alert group (alerts/helios-alerts.yaml), one evaluation behind at most: load
+    both files."""
     q = Q(c)
     group = "helios-restore.rules"
     window_open = q.window_open_last()
     return [
-        Record(
-            "helios:restore_window_open:last_seen",
-            group,
-            q.last("helios_restore_window_open"),
-            f"Last seen window state (0/1), remembered for {c.window_memory} after the sidecar "
-            "stops answering.",
-        ),
         Record(
             "helios:restore_deadline_time_left:seconds",
             group,
@@ -189,12 +185,6 @@ def exporter(c: Config) -> list[Record]:
     q = Q(c)
     group = "helios-exporter.rules"
     return [
-        Record(
-            f"helios:exporter_source_errors:rate{c.rate_window}",
-            group,
-            q.rate("helios_exporter_source_errors_total", without="reason"),
-            "Source errors per second per `source`, summed over `reason`.",
-        ),
         Record(
             "helios:exporter_source_staleness:seconds",
             group,

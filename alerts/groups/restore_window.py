@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from alerts.config import Config
 from alerts.groups.restore_deadlines import INCUMBENT_INFLIGHT
-from alerts.promql import Q, chain, duration, join
-from alerts.rules import Alert
+from alerts.promql import WINDOW_OPEN_LAST_SEEN, Q, chain, duration, join
+from alerts.rules import Alert, Record
 from alerts.templates import T
 
 GROUP = "helios-restore"
@@ -80,6 +80,21 @@ def paged_at_close(c: Config) -> str:
         chain(join(past_restore, past_cutoff, op="or"), (f"and {q.on}", seen_open)),
         ("or", check_failing),
     )
+
+
+def records(c: Config) -> list[Record]:
+    """The window memory, recorded first in the group: every restore alert after it reads the
+    recorded value at the same evaluation time (rules of a group run in order, and a recorded
+    sample is stored before the next rule runs), so no page waits an extra evaluation."""
+    return [
+        Record(
+            WINDOW_OPEN_LAST_SEEN,
+            GROUP,
+            Q(c).last("helios_restore_window_open"),
+            f"Last seen window state (0/1), remembered for {c.window_memory} after the sidecar "
+            "stops answering. Recorded at the head of the restore alert group, which reads it.",
+        ),
+    ]
 
 
 def alerts(c: Config) -> list[Alert]:
@@ -165,13 +180,16 @@ def alerts(c: Config) -> list[Alert]:
             group=GROUP,
             severity="info",
             expr=chain(
-                q.last("helios_restore_window_start_timestamp_seconds", forget),
-                (f"and {q.on}", f"{q.last('helios_restore_window_open', forget)} == 1"),
-                (f"unless {q.on}", q.last("helios_restore_window_open")),
+                # Seen in the last `notice` before the memory began, and not since (the
+                # recorded memory): what last_over_time(...[memory + notice]) would read, without
+                # reading the memory's samples again.
+                q.last_before("helios_restore_window_start_timestamp_seconds", notice),
+                (f"and {q.on}", f"{q.last_before('helios_restore_window_open', notice)} == 1"),
+                (f"unless {q.on}", q.sel(WINDOW_OPEN_LAST_SEEN)),
                 (
                     f"and {q.on}",
-                    f"{q.last('helios_restore_deadline_timestamp_seconds', forget, bound='restore')}"
-                    " < time()",
+                    q.last_before("helios_restore_deadline_timestamp_seconds", notice,
+                                  bound="restore") + " < time()",
                 ),
             ),
             summary=f"Prometheus no longer remembers the open restore window on {t.target}",
