@@ -27,6 +27,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 STORED = ROOT / "bench" / "results" / "scale.json"
+# A later measurement of the rule groups alone (`bench/scale.py --dashboards ''`): the shipped
+# rules, and the rules before the change it measures, on one block store, one after the other.
+RULES = ROOT / "bench" / "results" / "scale-rules.json"
+RULES_BEFORE = ROOT / "bench" / "results" / "scale-rules-before.json"
 TITLE = "9. Scale: rules and dashboards at 100 and 1,000 engines"
 Goal = tuple[str, str, str, bool | None]
 
@@ -38,6 +42,17 @@ def stored_record() -> dict[str, Any] | None:
     data = json.loads(STORED.read_text())
     return {"status": "ok", "data": data, "command": data.get("command", "bench/scale.py"),
             "stored": True}
+
+
+def rules_result(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The rule-group measurement to show beside `d` (a scale.py result): a stored rules-only
+    run newer than `d`, with the run before the change when there is one; else `d` itself."""
+    if RULES.exists():
+        rules = json.loads(RULES.read_text())
+        if rules["machine"]["date"] > d["machine"]["date"]:
+            before = json.loads(RULES_BEFORE.read_text()) if RULES_BEFORE.exists() else None
+            return rules, before
+    return d, None
 
 
 def _ms(value: float | None) -> str:
@@ -72,7 +87,7 @@ def render(rec: dict[str, Any], goals: list[Goal]) -> list[str]:
     d = rec["data"]
     runs = sorted(d["runs"], key=lambda r: r["engines"])
     m, model = d["machine"], d["model"]
-    goal_rule, goal_query = d["goals"]["rule_group_ms"], d["goals"]["query_ms"]
+    goal_query = d["goals"]["query_ms"]
     big = runs[-1]
     lines: list[str] = []
     if rec.get("stored"):
@@ -120,29 +135,8 @@ def render(rec: dict[str, Any], goals: list[Goal]) -> list[str]:
     lines += ["", "Series per engine count what one sidecar exports (with the 5 series "
               "Prometheus adds per target); recorded per engine, the recording rules' output "
               "for it. *backfill* is what this run had to add to the reusable block store.", "",
-              "### Rule groups", "",
-              "`evaluationTime` of each group from /api/v1/rules over distinct evaluations.", "",
-              "| group | file | rules | " + " | ".join(
-                  f"{r['engines']:,}: median (max)" for r in runs)
-              + f" | samples read at {big['engines']:,} | slowest rule at {big['engines']:,} "
-              f"| < {goal_rule:g} ms |",
-              "| --- | --- | --- | " + " | ".join("---" for _ in runs) + " | --- | --- | --- |"]
-    by_run = [{g["group"]: g for g in r["rules"]} for r in runs]
-    for name, g in sorted(by_run[-1].items(), key=lambda kv: (kv[1]["file"], kv[0])):
-        cells = []
-        for rules in by_run:
-            x = rules.get(name)
-            cells.append("-" if x is None else f"{_ms(x['median_ms'])} ({_ms(x['max_ms'])})")
-        ok = g["median_ms"] is not None and g["median_ms"] < goal_rule
-        slow = (f"`{g['slowest_rule']}` {_ms(g['slowest_rule_median_ms'])}"
-                if g["slowest_rule"] else "-")
-        errors = f"; errors: {'; '.join(g['errors'])}" if g["errors"] else ""
-        lines.append(f"| {name} | {g['file']} | {g['rules']} | {' | '.join(cells)} | "
-                     f"{_count(g.get('samples'))} | {slow}{errors} | {_yes(ok)} |")
-    worst = max(big["rules"], key=lambda g: g["median_ms"] or 0.0)
-    goals.append((f"slowest rule group at {big['engines']:,} engines ({worst['group']})",
-                  f"< {goal_rule:g} ms", f"median {_ms(worst['median_ms'])}, max "
-                  f"{_ms(worst['max_ms'])}", (worst["median_ms"] or 0.0) < goal_rule))
+              "### Rule groups", ""]
+    lines += rule_groups(d, goals)
     lines += ["", "### Dashboard queries", "",
               "Median (max) of the repeats; *series* is the answer's series at "
               f"{big['engines']:,} engines.", "",
@@ -173,6 +167,76 @@ def render(rec: dict[str, Any], goals: list[Goal]) -> list[str]:
     return lines
 
 
+def rule_groups(d: dict[str, Any], goals: list[Goal]) -> list[str]:
+    """The rule-group table (and its goal row): from a newer rules-only run when there is one."""
+    rd, before = rules_result(d)
+    goal_rule = rd["goals"]["rule_group_ms"]
+    runs = sorted(rd["runs"], key=lambda r: r["engines"])
+    big = runs[-1]
+    lines: list[str] = []
+    if rd is not d:
+        m = rd["machine"]
+        lines += [
+            f"Measured again {m['date'][:16].replace('T', ' ')} UTC at commit "
+            f"`{m['git_commit']}`, the rules alone (`bench/results/{RULES.name}`: "
+            f"`{rd['command']}`), on a block store of the series model of that commit "
+            f"({rd['model']['hours']:g} h of every family, {rd['model']['history_hours']:g} h "
+            "more of those read further back), with the same live feed; "
+            + (f"the rules before the change were measured on the same store just before "
+               f"(`bench/results/{RULES_BEFORE.name}`, files "
+               f"{', '.join(f'`{f}`' for f in before['rule_files'])}). "
+               if before else "")
+            + (f"{rd['note']} " if rd.get("note") else "")
+            + "The dashboard queries below are from the run above.", ""]
+    lines += ["`evaluationTime` of each group from /api/v1/rules over distinct evaluations; "
+              "*samples* read by its rules in one evaluation.", ""]
+    head = "| group | file | rules | "
+    if before:
+        head += f"before, {big['engines']:,}: median, samples | "
+    head += (" | ".join(f"{r['engines']:,}: median (max)" for r in runs)
+             + f" | samples read at {big['engines']:,} | slowest rule at {big['engines']:,} "
+             f"| < {goal_rule:g} ms |")
+    lines += [head, "|" + " --- |" * (head.count("|") - 1)]
+    by_run = [{g["group"]: g for g in r["rules"]} for r in runs]
+    old_groups: dict[str, Any] = {}
+    if before:
+        old_big = max(before["runs"], key=lambda r: r["engines"])
+        old_groups = {g["group"]: g for g in old_big["rules"]}
+    for name, g in sorted(by_run[-1].items(), key=lambda kv: (kv[1]["file"], kv[0])):
+        cells = []
+        if before:
+            x = old_groups.get(name)
+            cells.append("-" if x is None else f"{_ms(x['median_ms'])}, {_count(x.get('samples'))}")
+        for rules in by_run:
+            x = rules.get(name)
+            cells.append("-" if x is None else f"{_ms(x['median_ms'])} ({_ms(x['max_ms'])})")
+        ok = g["median_ms"] is not None and g["median_ms"] < goal_rule
+        slow = (f"`{g['slowest_rule']}` {_ms(g['slowest_rule_median_ms'])}"
+                if g["slowest_rule"] else "-")
+        errors = f"; errors: {'; '.join(g['errors'])}" if g["errors"] else ""
+        lines.append(f"| {name} | {g['file']} | {g['rules']} | {' | '.join(cells)} | "
+                     f"{_count(g.get('samples'))} | {slow}{errors} | {_yes(ok)} |")
+    gone = sorted(set(old_groups) - set(by_run[-1]))
+    if gone:
+        lines += ["", "Groups of the rules before that no longer exist: " + "; ".join(
+            f"{n} {_ms(old_groups[n]['median_ms'])}, {_count(old_groups[n].get('samples'))} "
+            "samples" for n in gone) + "."]
+    if before:
+        total = sum(g["median_ms"] or 0.0 for g in big["rules"])
+        old_total = sum(g["median_ms"] or 0.0 for g in old_groups.values())
+        samples = sum(g.get("samples") or 0 for g in big["rules"])
+        old_samples = sum(g.get("samples") or 0 for g in old_groups.values())
+        lines += ["", f"All groups together at {big['engines']:,} engines, per evaluation "
+                  f"interval: {_ms(total)} reading {_count(samples)} samples, against "
+                  f"{_ms(old_total)} reading {_count(old_samples)} before "
+                  f"({old_samples / samples:.1f}x fewer samples)." if samples else ""]
+    worst = max(big["rules"], key=lambda g: g["median_ms"] or 0.0)
+    goals.append((f"slowest rule group at {big['engines']:,} engines ({worst['group']})",
+                  f"< {goal_rule:g} ms", f"median {_ms(worst['median_ms'])}, max "
+                  f"{_ms(worst['max_ms'])}", (worst["median_ms"] or 0.0) < goal_rule))
+    return lines
+
+
 ANALYSIS_MARK = "- **Scale at "
 
 
@@ -180,24 +244,23 @@ def analysis(d: dict[str, Any]) -> list[str]:
     """The page's *Analysis* bullet for a missed scale goal: which groups and queries, and what
     they read (the samples do not depend on the CPU the run got)."""
     big = max(d["runs"], key=lambda r: r["engines"])
+    rules_big = max(rules_result(d)[0]["runs"], key=lambda r: r["engines"])
     goal_rule, goal_query = d["goals"]["rule_group_ms"], d["goals"]["query_ms"]
-    slow = sorted((g for g in big["rules"] if (g["median_ms"] or 0.0) >= goal_rule),
+    slow = sorted((g for g in rules_big["rules"] if (g["median_ms"] or 0.0) >= goal_rule),
                   key=lambda g: -(g["median_ms"] or 0.0))
     queries = [q for q in big["queries"] if q["median_ms"] >= goal_query]
     if not slow and not queries:
         return []
-    load = big.get("machine_during_measurement", {})
+    load = rules_big.get("machine_during_measurement", {})
     parts = [f"{ANALYSIS_MARK}{big['engines']:,} engines.**"]
     if slow:
         parts.append(
-            f"{len(slow)} of {len(big['rules'])} rule groups took {goal_rule:g} ms or more: "
+            f"{len(slow)} of {len(rules_big['rules'])} rule groups took {goal_rule:g} ms or "
+            "more: "
             + "; ".join(f"{g['group']} {_ms(g['median_ms'])} reading {_count(g.get('samples'))} "
                         f"samples (slowest rule `{g['slowest_rule']}`)" for g in slow)
-            + ". Their time follows the samples they read, which grow with the engines: the "
-            "3-hour window memory (`last_over_time`) of the restore rules, 1-hour `increase()`s, "
-            "families with many series per sidecar. A recording rule helps only where rules "
-            "repeat a read (the restore rules' memory of `helios_restore_window_open`); what "
-            "lowers the rest changes what an alert means (docs/scale.md).")
+            + ". Their time follows the samples and series they read, which grow with the "
+            "engines (docs/scale.md says what each reads and what is left to lower it).")
     if queries:
         parts.append(f"{len(queries)} of {len(big['queries'])} dashboard queries took "
                      f"{goal_query:g} ms or more.")
@@ -261,8 +324,10 @@ def summary(d: dict[str, Any]) -> list[str]:
         f"{goal_query:g} ms | load average during |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    rd, before = rules_result(d)
+    rule_runs = {r["engines"]: r for r in rd["runs"]}
     for r in runs:
-        group = max(r["rules"], key=lambda g: g["median_ms"] or 0.0)
+        group = max(rule_runs.get(r["engines"], r)["rules"], key=lambda g: g["median_ms"] or 0.0)
         query = max(r["queries"], key=lambda q: q["median_ms"])
         over = sum(q["median_ms"] >= goal_query for q in r["queries"])
         load = r.get("machine_during_measurement", {})
@@ -275,15 +340,40 @@ def summary(d: dict[str, Any]) -> list[str]:
             f"| {over} of {len(r['queries'])} "
             f"| {' / '.join(f'{x:.1f}' for x in load.get('loadavg_before', []))}"
             f"{_prom_cpu(load)} |")
+    rule_list = sorted(rd["runs"], key=lambda r: r["engines"])
+    if rd is not d:
+        rm = rd["machine"]
+        lines += ["", f"The rule groups were measured again on "
+                  f"{rm['date'][:16].replace('T', ' ')} UTC at commit `{rm['git_commit']}`, "
+                  "alone (no dashboard queries), on a block store of that commit's series model"
+                  + (", just after the rules before the change on the same store" if before
+                     else "") + "; the table above takes its slowest group from that run."
+                  + (f" {rd['note']}" if rd.get("note") else "")]
     lines += ["", "Each rule group: evaluation time (median) and the samples its rules read in one "
               "evaluation:", "",
-              "| group | rules | " + " | ".join(f"{r['engines']:,} engines" for r in runs) + " |",
-              "| --- | --- | " + " | ".join("---" for _ in runs) + " |"]
-    by_run = [{g["group"]: g for g in r["rules"]} for r in runs]
+              "| group | rules | "
+              + ("before, 1,000 engines | " if before else "")
+              + " | ".join(f"{r['engines']:,} engines" for r in rule_list) + " |",
+              "| --- | --- | " + ("--- | " if before else "")
+              + " | ".join("---" for _ in rule_list) + " |"]
+    by_run = [{g["group"]: g for g in r["rules"]} for r in rule_list]
+    old_groups: dict[str, Any] = {}
+    if before:
+        old_groups = {g["group"]: g for g in
+                      max(before["runs"], key=lambda r: r["engines"])["rules"]}
     for name, g in sorted(by_run[-1].items(), key=lambda kv: (kv[1]["file"], kv[0])):
         cells = [f"{_ms(x['median_ms'])}, {_count(x.get('samples'))} samples"
                  if (x := rules.get(name)) else "-" for rules in by_run]
+        if before:
+            x = old_groups.get(name)
+            cells.insert(0, f"{_ms(x['median_ms'])}, {_count(x.get('samples'))} samples"
+                         if x else "-")
         lines.append(f"| {name} | {g['rules']} | {' | '.join(cells)} |")
+    for name in sorted(set(old_groups) - set(by_run[-1])):
+        x = old_groups[name]
+        lines.append(f"| {name} (gone) | {x['rules']} | {_ms(x['median_ms'])}, "
+                     f"{_count(x.get('samples'))} samples | "
+                     + " | ".join("-" for _ in rule_list) + " |")
     return lines
 
 

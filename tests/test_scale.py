@@ -144,6 +144,18 @@ def test_block_ranges(bench: dict) -> None:
                                                   (14400.0, 16000.0)]
 
 
+def test_a_store_serves_runs_that_need_no_more_history_than_it_holds(bench: dict,
+                                                                      tmp_path: Path) -> None:
+    tsdb = bench["scale_tsdb"]
+    built = tsdb.Store(tmp_path, 100, 2.0, 3.0, ["a", "b"])
+    assert tsdb.Store(tmp_path, 100, 2.0, 3.0, ["b"]).anchor == built.anchor  # fewer families
+    assert tsdb.Store(tmp_path, 100, 2.0, 1.0, ["a", "b"]).anchor == built.anchor  # less history
+    for other in ((100, 2.0, 3.0, ["a", "c"]), (100, 2.0, 4.0, ["a"]), (100, 6.0, 3.0, ["a"]),
+                  (50, 2.0, 3.0, ["a"])):
+        with pytest.raises(SystemExit, match="another model"):
+            tsdb.Store(tmp_path, *other)
+
+
 def test_grafana_intervals_and_substitution(bench: dict) -> None:
     q = bench["scale_queries"]
     # 6 h over a half-width panel (960 px): 22.5 s, rounded to 20 s; rate interval 4 x 15 s.
@@ -192,6 +204,13 @@ def test_docs_scale_shows_the_stored_result(bench: dict) -> None:
         assert run["rules"] and all(g["median_ms"] is not None and not g["errors"]
                                     for g in run["rules"])
         assert run["queries"] and all(q["reps"] >= 1 for q in run["queries"])
+    for path in (report.RULES, report.RULES_BEFORE):  # the later rules-only measurement
+        if path.exists():
+            rules = json.loads(path.read_text())
+            assert [r["engines"] for r in rules["runs"]] == engines
+            for run in rules["runs"]:
+                assert run["rules"] and all(g["median_ms"] is not None and not g["errors"]
+                                            for g in run["rules"])
 
 
 def test_the_benchmark_page_takes_the_stored_result_without_running_it(bench: dict) -> None:
