@@ -79,14 +79,6 @@ class Q:
     def deadline_last(self, bound: str) -> str:
         return self.last("helios_restore_deadline_timestamp_seconds", bound=bound)
 
-    def growth(self, metric: str, window: Duration) -> str:
-        """How much a counter grew over `window` within the current generation: now minus
-        `window` ago, exact (no extrapolation), two samples per series where increase() reads
-        every sample of the window. Counters are monotonic within a generation; a generation
-        younger than `window` has no value yet."""
-        sel = self.sel(metric)
-        return f"sum without (generation) (\n  {sel}\n  - {sel} offset {window}\n)"
-
     def increase(self, metric: str, window: Duration, without: str = "generation") -> str:
         return f"sum without ({without}) (increase({self.sel(metric)}[{window}]))"
 

@@ -33,7 +33,7 @@ def alerts(c: Config) -> list[Alert]:
             group=GROUP,
             severity="info",
             expr=join(
-                q.growth(
+                q.increase(
                     "helios_offload_row_pressure_with_page_headroom_total", c.row_pressure_window
                 )
                 + f" >= {num(c.row_pressure_min_attempts)}",
@@ -54,9 +54,8 @@ def alerts(c: Config) -> list[Alert]:
             ),
             meaning=(
                 f"at least {num(c.row_pressure_min_attempts)} row-pressure eviction attempt(s) "
-                f"with page headroom in {c.row_pressure_window} (the counter now minus "
-                f"{c.row_pressure_window} ago, within one generation) and the page slab is at "
-                f"least {c.page_headroom_ratio:.0%} free now"
+                f"with page headroom in {c.row_pressure_window} and the page slab is at least "
+                f"{c.page_headroom_ratio:.0%} free now"
             ),
         ),
         Alert(
@@ -64,9 +63,9 @@ def alerts(c: Config) -> list[Alert]:
             group=GROUP,
             severity="info",
             expr=join(
-                f"{q.growth('helios_offload_lookups_total', c.host_tier_window)} > 0",
-                f"{q.growth('helios_offload_host_stores_total', c.host_tier_window)} > 0",
-                f"{q.growth('helios_offload_host_tokens_restored_total', c.host_tier_window)}"
+                f"{q.increase('helios_offload_lookups_total', c.host_tier_window)} > 0",
+                f"{q.increase('helios_offload_host_stores_total', c.host_tier_window)} > 0",
+                f"{q.increase('helios_offload_host_tokens_restored_total', c.host_tier_window)}"
                 " == 0",
                 op=f"and {q.on}",
             ),
@@ -74,8 +73,8 @@ def alerts(c: Config) -> list[Alert]:
             description=(
                 "{{ $value | humanize }} lookups and "
                 + t.value(
-                    "sum without (generation) (helios_offload_host_stores_total{{TARGET}}"
-                    f" - helios_offload_host_stores_total{{{{TARGET}}}} offset {c.host_tier_window})",
+                    "sum without (generation) (increase(helios_offload_host_stores_total"
+                    f"{{{{TARGET}}}}[{c.host_tier_window}]))",
                     "humanize",
                 )
                 + f" host stores in the last {c.host_tier_window} on {t.target}, but no token "
@@ -83,8 +82,7 @@ def alerts(c: Config) -> list[Alert]:
                 "without reuse."
             ),
             meaning=(
-                f"over {c.host_tier_window} (the counters now minus {c.host_tier_window} ago, "
-                "within one generation): lookups and host stores increased, "
+                f"over {c.host_tier_window}: lookups and host stores increased, "
                 "`helios_offload_host_tokens_restored_total` did not"
             ),
         ),
