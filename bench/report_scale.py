@@ -63,6 +63,11 @@ def _ms(value: float | None) -> str:
     return f"{value:.1f} ms" if value >= 10 else f"{value:.2f} ms"
 
 
+def _other_rules(before: dict[str, Any], now: dict[str, Any]) -> str:
+    """`(N rules)` when the group had another number of rules before the change."""
+    return "" if before["rules"] == now["rules"] else f" ({before['rules']} rules)"
+
+
 def _count(n: float | None) -> str:
     return "-" if n is None else f"{n:,.0f}"
 
@@ -182,7 +187,7 @@ def rule_groups(d: dict[str, Any], goals: list[Goal]) -> list[str]:
             f"`{rd['command']}`), on a block store of the series model of that commit "
             f"({rd['model']['hours']:g} h of every family, {rd['model']['history_hours']:g} h "
             "more of those read further back), with the same live feed; "
-            + (f"the rules before the change were measured on the same store just before "
+            + (f"the rules before the change were measured on the same store within the hour "
                f"(`bench/results/{RULES_BEFORE.name}`, files "
                f"{', '.join(f'`{f}`' for f in before['rule_files'])}). "
                if before else "")
@@ -206,7 +211,8 @@ def rule_groups(d: dict[str, Any], goals: list[Goal]) -> list[str]:
         cells = []
         if before:
             x = old_groups.get(name)
-            cells.append("-" if x is None else f"{_ms(x['median_ms'])}, {_count(x.get('samples'))}")
+            cells.append("-" if x is None else f"{_ms(x['median_ms'])}, {_count(x.get('samples'))}"
+                         + _other_rules(x, g))
         for rules in by_run:
             x = rules.get(name)
             cells.append("-" if x is None else f"{_ms(x['median_ms'])} ({_ms(x['max_ms'])})")
@@ -346,7 +352,7 @@ def summary(d: dict[str, Any]) -> list[str]:
         lines += ["", f"The rule groups were measured again on "
                   f"{rm['date'][:16].replace('T', ' ')} UTC at commit `{rm['git_commit']}`, "
                   "alone (no dashboard queries), on a block store of that commit's series model"
-                  + (", just after the rules before the change on the same store" if before
+                  + (", within the hour of the rules before the change on the same store" if before
                      else "") + "; the table above takes its slowest group from that run."
                   + (f" {rd['note']}" if rd.get("note") else "")]
     lines += ["", "Each rule group: evaluation time (median) and the samples its rules read in one "
@@ -367,7 +373,7 @@ def summary(d: dict[str, Any]) -> list[str]:
         if before:
             x = old_groups.get(name)
             cells.insert(0, f"{_ms(x['median_ms'])}, {_count(x.get('samples'))} samples"
-                         if x else "-")
+                         + _other_rules(x, g) if x else "-")
         lines.append(f"| {name} | {g['rules']} | {' | '.join(cells)} |")
     for name in sorted(set(old_groups) - set(by_run[-1])):
         x = old_groups[name]

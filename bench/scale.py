@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -365,7 +366,7 @@ def main() -> int:
         print(text, file=sys.stderr, flush=True)
 
     result: dict[str, Any] = {
-        "benchmark": "scale", "machine": machine(), "command": " ".join(sys.argv),
+        "benchmark": "scale", "machine": machine(), "command": shlex.join(sys.argv),
         "prometheus": _version("prometheus"), "promtool": _version("promtool"),
         "rule_files": [str(p.relative_to(ROOT)) for p in rules],
         "dashboards": [p.name for p in dashboards],
