@@ -303,6 +303,9 @@ def run_size(engines: int, store: Store, work: Path, rules: Sequence[Path],
         log(f"  prometheus up {time.time() - started:.0f} s after start; {blocks} blocks")
         compaction = wait_compacted(prom, log)
         time.sleep(4 * scale_series.SCRAPE_INTERVAL)  # several scrapes and evaluations
+        if args.live_minutes:  # the recent past in the head block, as in a running Prometheus
+            log(f"  scraping live for {args.live_minutes:g} min before measuring ...")
+            time.sleep(args.live_minutes * 60)
         raw = prom.per_engine('__name__!~"helios:.*|ALERTS.*"')
         recorded = prom.per_engine('__name__=~"helios:.*"')
         load0, (busy0, total0) = loadavg(), host_cpu_busy()
@@ -347,6 +350,10 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=5, help="runs of every dashboard query")
     parser.add_argument("--evaluations", type=int, default=8, help="evaluations per rule group")
     parser.add_argument("--hours", type=float, default=6.0, help="history backfilled")
+    parser.add_argument("--live-minutes", type=float, default=0.0,
+                        help="scrape the fleet live this long before measuring, so that the "
+                        "rules' recent windows lie in the head block rather than in backfilled "
+                        "blocks (as in a Prometheus that has run for hours)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/helios-scale"))
     parser.add_argument("--store", type=Path, help="block store (default <workdir>/store); "
                         "reused across runs")
@@ -376,7 +383,7 @@ def main() -> int:
                   "scenarios": sorted(set(scale_series.SCENARIOS)),
                   "scenario_period": len(scale_series.SCENARIOS),
                   "golden": str(scale_series.GOLDEN.relative_to(ROOT))},
-        "note": args.note,
+        "note": args.note, "live_minutes": args.live_minutes,
         "range_s": RANGE_S, "goals": {"rule_group_ms": RULE_GOAL_MS, "query_ms": QUERY_GOAL_MS},
         "runs": [],
     }
