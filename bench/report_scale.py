@@ -76,6 +76,16 @@ def _ms(value: float | None) -> str:
     return f"{value:.1f} ms" if value >= 10 else f"{value:.2f} ms"
 
 
+def _largest(result: dict[str, Any]) -> dict[str, Any]:
+    """The run of `result` with the most engines."""
+    return max(result["runs"], key=lambda r: r["engines"])
+
+
+def _by_group(run: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The rule groups of `run` by name (none without a run)."""
+    return {g["group"]: g for g in run["rules"]} if run else {}
+
+
 def _other_rules(before: dict[str, Any], now: dict[str, Any]) -> str:
     """`(N rules)` when the group had another number of rules before the change."""
     return "" if before["rules"] == now["rules"] else f" ({before['rules']} rules)"
@@ -212,7 +222,8 @@ def rule_groups(d: dict[str, Any], goals: list[Goal]) -> list[str]:
     if before:
         head += f"before, {big['engines']:,}: median, samples | "
     live = live_result(rd) if rd is not d else None
-    live_big = max(live["runs"], key=lambda r: r["engines"]) if live else None
+    live_big = _largest(live) if live else None
+    live_groups = _by_group(live_big)
     head += " | ".join(f"{r['engines']:,}: median (max)" for r in runs)
     if live and live_big:
         head += f" | {live_big['engines']:,}, {live['live_minutes']:g} min live: median (max)"
@@ -220,10 +231,7 @@ def rule_groups(d: dict[str, Any], goals: list[Goal]) -> list[str]:
              f"| < {goal_rule:g} ms |")
     lines += [head, "|" + " --- |" * (head.count("|") - 1)]
     by_run = [{g["group"]: g for g in r["rules"]} for r in runs]
-    old_groups: dict[str, Any] = {}
-    if before:
-        old_big = max(before["runs"], key=lambda r: r["engines"])
-        old_groups = {g["group"]: g for g in old_big["rules"]}
+    old_groups = _by_group(_largest(before) if before else None)
     for name, g in sorted(by_run[-1].items(), key=lambda kv: (kv[1]["file"], kv[0])):
         cells = []
         if before:
@@ -234,7 +242,7 @@ def rule_groups(d: dict[str, Any], goals: list[Goal]) -> list[str]:
             x = rules.get(name)
             cells.append("-" if x is None else f"{_ms(x['median_ms'])} ({_ms(x['max_ms'])})")
         if live_big:
-            x = next((y for y in live_big["rules"] if y["group"] == name), None)
+            x = live_groups.get(name)
             cells.append("-" if x is None else f"{_ms(x['median_ms'])} ({_ms(x['max_ms'])})")
         ok = g["median_ms"] is not None and g["median_ms"] < goal_rule
         slow = (f"`{g['slowest_rule']}` {_ms(g['slowest_rule_median_ms'])}"
@@ -287,8 +295,8 @@ ANALYSIS_MARK = "- **Scale at "
 def analysis(d: dict[str, Any]) -> list[str]:
     """The page's *Analysis* bullet for a missed scale goal: which groups and queries, and what
     they read (the samples do not depend on the CPU the run got)."""
-    big = max(d["runs"], key=lambda r: r["engines"])
-    rules_big = max(rules_result(d)[0]["runs"], key=lambda r: r["engines"])
+    big = _largest(d)
+    rules_big = _largest(rules_result(d)[0])
     goal_rule, goal_query = d["goals"]["rule_group_ms"], d["goals"]["query_ms"]
     slow = sorted((g for g in rules_big["rules"] if (g["median_ms"] or 0.0) >= goal_rule),
                   key=lambda g: -(g["median_ms"] or 0.0))
@@ -396,8 +404,8 @@ def summary(d: dict[str, Any]) -> list[str]:
     live = live_result(rd) if rd is not d else None
     live_groups: dict[str, Any] = {}
     if live:
-        live_big = max(live["runs"], key=lambda r: r["engines"])
-        live_groups = {g["group"]: g for g in live_big["rules"]}
+        live_big = _largest(live)
+        live_groups = _by_group(live_big)
         lm = live["machine"]
         lines += ["", f"The last column: the same rules at {live_big['engines']:,} engines "
                   f"(measured {lm['date'][:16].replace('T', ' ')} UTC at commit "
@@ -416,10 +424,7 @@ def summary(d: dict[str, Any]) -> list[str]:
               "| --- | --- | " + ("--- | " if before else "")
               + " | ".join("---" for _ in rule_list) + (" | ---" if live else "") + " |"]
     by_run = [{g["group"]: g for g in r["rules"]} for r in rule_list]
-    old_groups: dict[str, Any] = {}
-    if before:
-        old_groups = {g["group"]: g for g in
-                      max(before["runs"], key=lambda r: r["engines"])["rules"]}
+    old_groups = _by_group(_largest(before) if before else None)
     for name, g in sorted(by_run[-1].items(), key=lambda kv: (kv[1]["file"], kv[0])):
         cells = [f"{_ms(x['median_ms'])}, {_count(x.get('samples'))} samples"
                  if (x := rules.get(name)) else "-" for rules in by_run]
