@@ -43,9 +43,29 @@ def ratio(numerator: str, denominator: str) -> str:
     return f"{numerator}\n/\n({denominator} > 0)"
 
 
-# The last seen window state, remembered for the window memory: read by most restore rules,
-# so recorded once per evaluation instead of each rule reading the memory's samples again.
-WINDOW_OPEN_LAST_SEEN = "helios:restore_window_open:last_seen"
+# Steps: a recorded series that keeps one sample per STEP (and a staleness marker after it), so
+# that a range function over hours reads a twentieth of the samples of a series recorded every
+# 15 s. A step is written where the series has none within STEP_GUARD: every 5 minutes for any
+# evaluation interval up to a minute, per series, with no clock alignment to get wrong.
+STEP = Duration("5m", 300)
+STEP_GUARD = Duration("4m50s", 290)
+# What a memory step holds: the last value of the 6 minutes before it, so that consecutive steps
+# overlap by a minute and a few skipped evaluations lose nothing.
+STEP_SPAN = Duration("6m", 360)
+
+
+def short(metric: str) -> str:
+    """helios_restore_check_ok -> restore_check_ok (the middle of a recorded series' name)."""
+    return metric.removeprefix("helios_")
+
+
+def last_seen_name(metric: str) -> str:
+    """The remembered last value of `metric` (alerts/groups/restore_memory.py)."""
+    return f"helios:{short(metric)}:last_seen"
+
+
+# The last seen window state, remembered for the window memory: read by most restore rules.
+WINDOW_OPEN_LAST_SEEN = last_seen_name("helios_restore_window_open")
 
 
 class Q:
@@ -71,13 +91,22 @@ class Q:
         fraction of the samples."""
         return (f"last_over_time({self.sel(metric, **matchers)}[{span}] offset {self.memory})")
 
+    def seen(self, metric: str, **matchers: str) -> str:
+        """The last value Prometheus saw of a remembered restore metric, within the window memory
+        (recorded at the head of the restore alert group, alerts/groups/restore_memory.py)."""
+        return self.sel(last_seen_name(metric), **matchers)
+
     def window_open_last(self) -> str:
-        """The last seen window state is open (the memory recorded once per evaluation at the
-        head of the restore alert group, alerts/groups/restore_window.py)."""
-        return f"{self.sel(WINDOW_OPEN_LAST_SEEN)} == 1"
+        """The last seen window state is open."""
+        return f"{self.seen('helios_restore_window_open')} == 1"
 
     def deadline_last(self, bound: str) -> str:
-        return self.last("helios_restore_deadline_timestamp_seconds", bound=bound)
+        return self.seen("helios_restore_deadline_timestamp_seconds", bound=bound)
+
+    def stepped(self, record: str, expr: str) -> str:
+        """`expr`, to be recorded as `record` in steps (see STEP): only for the series whose
+        last step is older than STEP_GUARD."""
+        return chain(expr, ("unless", f"last_over_time({self.sel(record)}[{STEP_GUARD}])"))
 
     def increase(self, metric: str, window: Duration, without: str = "generation") -> str:
         return f"sum without ({without}) (increase({self.sel(metric)}[{window}]))"

@@ -57,9 +57,16 @@ def _groups(rules: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
 
 
 def render_alerts(c: Config) -> str:
+    """First the groups of recording rules the alerts read, then the alert groups in the order
+    of their alerts (promtool evaluates groups in file order: the alerts see the records of the
+    same evaluation time, as they do in Prometheus up to one interval later)."""
+    alerts = groups.alerts(c)
     rules = [(r.group, r.rule()) for r in groups.alert_support_records(c)]
-    rules += [(a.group, add_runbook_link(a.rule(c), c)) for a in groups.alerts(c)]
-    return dump(_groups(rules))
+    rules += [(a.group, add_runbook_link(a.rule(c), c)) for a in alerts]
+    doc = _groups(rules)
+    order = list(dict.fromkeys(a.group for a in alerts))
+    doc["groups"].sort(key=lambda g: order.index(g["name"]) if g["name"] in order else -1)
+    return dump(doc)
 
 
 def render_recording(c: Config) -> str:

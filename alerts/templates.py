@@ -8,6 +8,7 @@ evaluation ("as of <time>"), never what "is still" so.
 from __future__ import annotations
 
 from alerts.config import Config
+from alerts.promql import last_seen_name
 
 
 class T:
@@ -45,21 +46,30 @@ class T:
         """The value of the first series `metric_fmt` returns, rendered with `render`."""
         return self.query(metric_fmt, f"value | {render}", missing)
 
-    def last_ts(self, metric: str, extra: str = "", lookback: str = "",
+    def last_ts(self, metric: str, extra: str = "", lookback: str = "", offset: str = "",
                 missing: str = "unknown") -> str:
-        """The last seen value of a timestamp gauge of this target, as a UTC time."""
+        """The last value of a timestamp gauge of this target seen within `lookback` (before
+        `offset`), as a UTC time."""
+        at = f" offset {offset}" if offset else ""
         return self.value(
-            f"last_over_time({metric}{{{{TARGET}}{extra}}}[{lookback or self.c.window_memory}])",
+            f"last_over_time({metric}{{{{TARGET}}{extra}}}[{lookback or self.c.window_memory}]{at})",
             "humanizeTimestamp",
             missing,
         )
 
+    def seen_ts(self, metric: str, extra: str = "") -> str:
+        """The remembered last value of a restore timestamp gauge of this target (its recorded
+        `last_seen`, alerts/groups/restore_memory.py), as a UTC time."""
+        return self.value(
+            f"{last_seen_name(metric)}{{{{TARGET}}{extra}}}", "humanizeTimestamp", "unknown"
+        )
+
     def deadline_at(self, bound: str) -> str:
         """The last seen deadline `bound` (request_cutoff, restore) of this target's window."""
-        return self.last_ts("helios_restore_deadline_timestamp_seconds", f',bound="{bound}"')
+        return self.seen_ts("helios_restore_deadline_timestamp_seconds", f',bound="{bound}"')
 
     def window_started_at(self) -> str:
-        return self.last_ts("helios_restore_window_start_timestamp_seconds")
+        return self.seen_ts("helios_restore_window_start_timestamp_seconds")
 
     @staticmethod
     def now() -> str:

@@ -42,6 +42,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale_queries
 import scale_series
+import scale_steps
 from benchlib import (
     PYTHON,
     ROOT,
@@ -56,6 +57,8 @@ from benchlib import (
     wait_until,
 )
 from scale_tsdb import Store
+
+from alerts.promql import STEP
 
 RULE_GOAL_MS = 200.0
 QUERY_GOAL_MS = 1000.0
@@ -94,8 +97,13 @@ def expressions(rules: Sequence[Path], dashboards: Sequence[Path]) -> list[str]:
 
 
 def history(rules: Sequence[Path], dashboards: Sequence[Path]) -> tuple[list[str], float]:
-    """Families that need history before the measured range, and how much (hours)."""
+    """Families that need history before the measured range, and how much (hours): those read
+    through long range selectors, and the sources of the steps (backfilled over their reach)."""
     windows = long_windows(expressions(rules, dashboards))
+    steps = scale_steps.find(rules)
+    for rule in steps.rules:
+        for name in re.findall(r"([a-zA-Z_][\w]*)\{", rule["expr"]):
+            windows[name] = max(windows.get(name, 0.0), steps.reach_s)
     names = {t.name: t.family for t in scale_series.templates()}
     families = sorted({names.get(m, m) for m in windows})
     return families, max(windows.values(), default=0.0) / 3600
@@ -171,6 +179,32 @@ def samples_read(prom: Prom, path: str, params: dict[str, str]) -> int | None:
     stats = r.json()["data"].get("stats") or {}
     value = (stats.get("samples") or {}).get("totalQueryableSamples")
     return None if value is None else int(value)
+
+
+def backfill_steps(rules_dir: Path, prom: Prom, tsdb: Path, work: Path, end: float,
+                   log: Callable[[str], None]) -> dict[str, Any]:
+    """The steps' history up to `end` (bench/scale_steps.py), as blocks in `tsdb`."""
+    steps = scale_steps.find(sorted(rules_dir.glob("*.yaml")))
+    if not steps.rules:
+        return {"rules": 0, "blocks": 0}
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "blocks").mkdir(parents=True)
+    scale_steps.rules_file(steps, str(STEP), work / "steps.yaml")
+    end -= end % STEP.seconds
+    start = end - steps.reach_s - STEP.seconds
+    t0 = time.monotonic()
+    subprocess.run(["promtool", "tsdb", "create-blocks-from", "rules", "-q",
+                    f"--start={int(start)}", f"--end={int(end)}", f"--url={prom.url}",
+                    f"--output-dir={work / 'blocks'}", str(work / "steps.yaml")],
+                   check=True, capture_output=True)
+    blocks = [b for b in (work / "blocks").iterdir() if (b / "meta.json").exists()]
+    for block in blocks:
+        shutil.move(str(block), tsdb / block.name)
+    seconds = time.monotonic() - t0
+    log(f"  steps: {len(steps.rules)} step rules backfilled over {steps.reach_s / 3600:.2f} h "
+        f"into {len(blocks)} block(s) in {seconds:.0f} s")
+    return {"rules": len(steps.rules), "blocks": len(blocks), "reach_s": steps.reach_s,
+            "start": start, "end": end, "seconds": seconds}
 
 
 def measure_rules(prom: Prom, evaluations: int, interval: float) -> list[dict[str, Any]]:
@@ -292,16 +326,26 @@ def run_size(engines: int, store: Store, work: Path, rules: Sequence[Path],
         wait_until(lambda: httpx.get(f"http://127.0.0.1:{feed_port}/metrics/0", timeout=30)
                    .status_code == 200, 120, "the feed", feed)
         prometheus_config(work / "prometheus.yml", feed_port, len(groups), rules_dir)
-        started = time.time()
-        prom_proc = procs.start("prometheus", [
-            "prometheus", f"--config.file={work / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tsdb}", f"--web.listen-address=127.0.0.1:{port}",
-            "--storage.tsdb.retention.time=30d", "--log.level=warn"])
         prom = Prom(f"http://127.0.0.1:{port}")
-        wait_until(lambda: httpx.get(prom.url + "/-/ready", timeout=5).status_code == 200, 600,
-                   "prometheus ready", prom_proc, interval=2)
+
+        def start_prometheus() -> Any:
+            proc = procs.start("prometheus", [
+                "prometheus", f"--config.file={work / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tsdb}", f"--web.listen-address=127.0.0.1:{port}",
+                "--storage.tsdb.retention.time=30d", "--log.level=warn"])
+            wait_until(lambda: httpx.get(prom.url + "/-/ready", timeout=5).status_code == 200,
+                       600, "prometheus ready", proc, interval=2)
+            return proc
+
+        started = time.time()
+        prom_proc = start_prometheus()
         log(f"  prometheus up {time.time() - started:.0f} s after start; {blocks} blocks")
         compaction = wait_compacted(prom, log)
+        steps = backfill_steps(rules_dir, prom, tsdb, work / "steps", started, log)
+        if steps["blocks"]:  # a restart loads them (and replays what was scraped so far)
+            prom_proc.stop(timeout=120)
+            prom_proc = start_prometheus()
+            wait_compacted(prom, log)
         time.sleep(4 * scale_series.SCRAPE_INTERVAL)  # several scrapes and evaluations
         if args.live_minutes:  # the recent past in the head block, as in a running Prometheus
             log(f"  scraping live for {args.live_minutes:g} min before measuring ...")
@@ -328,6 +372,7 @@ def run_size(engines: int, store: Store, work: Path, rules: Sequence[Path],
             "engines": engines, "groups": len(groups), "build": build,
             "backfill_end": covered, "prometheus_start": started,
             "gap_s": started - covered, "blocks_assembled": blocks, "compaction": compaction,
+            "steps_backfilled": steps,
             "series_per_engine": _spread(raw), "recorded_series_per_engine": _spread(recorded),
             "head_series": prom.own("prometheus_tsdb_head_series"),
             "prometheus_rss_bytes": proc_sample(prom_proc.pid).rss_bytes,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +30,7 @@ def bench() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(ROOT / "bench"))
     try:
         yield {name: importlib.import_module(name)
-               for name in ("scale_series", "scale_queries", "scale_tsdb")}
+               for name in ("scale_series", "scale_queries", "scale_tsdb", "scale_steps")}
     finally:
         sys.path.remove(str(ROOT / "bench"))
 
@@ -154,6 +155,20 @@ def test_a_store_serves_runs_that_need_no_more_history_than_it_holds(bench: dict
                   (50, 2.0, 3.0, ["a"])):
         with pytest.raises(SystemExit, match="another model"):
             tsdb.Store(tmp_path, *other)
+
+
+def test_the_steps_of_the_shipped_rules_are_found_and_backfilled_from_raw_series(
+        bench: dict) -> None:
+    """A backfilled store needs the steps' history (bench/scale_steps.py): every step rule of the
+    shipped files is found, each backfilled from raw series alone (a recorded input would have
+    no history either), over the longest range the rules read them back."""
+    steps = bench["scale_steps"].find(sorted((ROOT / "alerts").glob("helios-*.yaml")))
+    text = "".join(p.read_text() for p in sorted((ROOT / "alerts").glob("helios-*.yaml")))
+    every = sorted(set(re.findall(r"record: ([\w:]+_every5m)\n", text)))
+    assert every and sorted(r["record"] for r in steps.rules) == every
+    for rule in steps.rules:
+        assert "helios:" not in rule["expr"] and "helios_" in rule["expr"], rule
+    assert steps.reach_s == 2 * 3600 + 59 * 60  # the restore memory: 3h less a minute
 
 
 def test_grafana_intervals_and_substitution(bench: dict) -> None:

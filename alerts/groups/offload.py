@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from alerts.config import Config
-from alerts.promql import Q, indent, join, num, ratio
-from alerts.rules import Alert
+from alerts.promql import STEP, Q, indent, join, num, ratio, short
+from alerts.rules import Alert, Record
 from alerts.templates import T
 
 GROUP = "helios-offload"
@@ -13,6 +13,47 @@ NAMES = (
     "HeliosOffloadHostTierNoReuse",
     "HeliosOffloadGeometryInconsistent",
 )
+
+
+# HeliosOffloadHostTierNoReuse's counters, grown over the host-tier window: read as the sum of
+# their 5-minute increases, kept once every 5 minutes per target (a step, alerts/promql.py), so an
+# hour reads 12 steps per target instead of 240 samples per series. Recorded in a group of their
+# own, which Prometheus evaluates beside the alerts.
+STEPS_GROUP = "helios-offload-steps"
+# The alert itself is a group of its own too: in a fleet whose host tier is misconfigured
+# everywhere it fires for every engine, and Prometheus expands the annotations of every firing
+# alert at every evaluation (about 0.2 ms each on the machine of docs/scale.md).
+HOST_TIER_GROUP = "helios-offload-host-tier"
+HOST_TIER_COUNTERS = (
+    "helios_offload_lookups_total",
+    "helios_offload_host_stores_total",
+    "helios_offload_host_tokens_restored_total",
+)
+
+
+def growth_steps_name(metric: str) -> str:
+    return f"helios:{short(metric).removesuffix('_total')}:increase{STEP}_every{STEP}"
+
+
+def records(c: Config) -> list[Record]:
+    q = Q(c)
+    return [
+        Record(
+            growth_steps_name(metric),
+            STEPS_GROUP,
+            q.stepped(growth_steps_name(metric), q.increase(metric, STEP)),
+            f"`{metric}` grown in the last {STEP} (summed over generations), kept once every "
+            f"{STEP} per target: consecutive steps tile the time, so their sum over "
+            f"{c.host_tier_window} is the growth over {c.host_tier_window}. Read by "
+            "HeliosOffloadHostTierNoReuse.",
+        )
+        for metric in HOST_TIER_COUNTERS
+    ]
+
+
+def growth(c: Config, metric: str) -> str:
+    """`metric`'s growth over the host-tier window, from its steps (up to one step late)."""
+    return f"sum_over_time({Q(c).sel(growth_steps_name(metric))}[{c.host_tier_window}])"
 
 
 def alerts(c: Config) -> list[Alert]:
@@ -60,30 +101,27 @@ def alerts(c: Config) -> list[Alert]:
         ),
         Alert(
             name="HeliosOffloadHostTierNoReuse",
-            group=GROUP,
+            group=HOST_TIER_GROUP,
             severity="info",
             expr=join(
-                f"{q.increase('helios_offload_lookups_total', c.host_tier_window)} > 0",
-                f"{q.increase('helios_offload_host_stores_total', c.host_tier_window)} > 0",
-                f"{q.increase('helios_offload_host_tokens_restored_total', c.host_tier_window)}"
-                " == 0",
+                f"{growth(c, 'helios_offload_lookups_total')} > 0",
+                f"{growth(c, 'helios_offload_host_stores_total')} > 0",
+                f"{growth(c, 'helios_offload_host_tokens_restored_total')} == 0",
                 op=f"and {q.on}",
             ),
             summary=f"Host offload tier stores but never restores on {t.target}",
+            # No query in the annotations: when the host tier is misconfigured fleet-wide, this
+            # fires for every engine, and Prometheus expands the annotations of every firing
+            # alert at every evaluation (docs/scale.md).
             description=(
-                "{{ $value | humanize }} lookups and "
-                + t.value(
-                    "sum without (generation) (increase(helios_offload_host_stores_total"
-                    f"{{{{TARGET}}}}[{c.host_tier_window}]))",
-                    "humanize",
-                )
-                + f" host stores in the last {c.host_tier_window} on {t.target}, but no token "
-                "was restored from the host tier: it costs host memory and store bandwidth "
-                "without reuse."
+                f"The engine on {t.target} stored into the host offload tier and looked up "
+                f"prefixes ({{{{ $value | humanize }}}} lookups) in the last {c.host_tier_window}, "
+                "but no token was restored from the host tier: it costs host memory and store "
+                "bandwidth without reuse."
             ),
             meaning=(
-                f"over {c.host_tier_window}: lookups and host stores increased, "
-                "`helios_offload_host_tokens_restored_total` did not"
+                f"over {c.host_tier_window} (in {STEP} steps, so up to {STEP} late): lookups "
+                "and host stores increased, `helios_offload_host_tokens_restored_total` did not"
             ),
         ),
         Alert(

@@ -61,7 +61,7 @@ def alerts(c: Config) -> list[Alert]:
                 + indent(f"{q.sel('helios_restore_check_ok')} == 0")
                 + "\n)\nor\n(\n"
                 + indent(
-                    f"{q.last('helios_restore_check_ok')} == 0\nunless {q.on}\n({q.sel('up')} == 1)"
+                    f"{q.seen('helios_restore_check_ok')} == 0\nunless {q.on}\n({q.sel('up')} == 1)"
                 )
                 + "\n)"
             ),

@@ -34,7 +34,7 @@ def alerts(c: Config) -> list[Alert]:
             group=GROUP,
             severity="critical",
             expr=join(
-                f"{q.last(INCUMBENT_INFLIGHT)} > 0",
+                f"{q.seen(INCUMBENT_INFLIGHT)} > 0",
                 f"{q.deadline_last('request_cutoff')} < time()",
                 q.window_open_last(),
                 op=f"and {q.on}",

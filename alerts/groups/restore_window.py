@@ -18,12 +18,14 @@ the same notification group (deploy/alertmanager groups a target's restore alert
 from __future__ import annotations
 
 from alerts.config import Config
+from alerts.groups import restore_memory
 from alerts.groups.restore_deadlines import INCUMBENT_INFLIGHT
-from alerts.promql import WINDOW_OPEN_LAST_SEEN, Q, chain, duration, join
+from alerts.promql import STEP, WINDOW_OPEN_LAST_SEEN, Q, chain, duration, join
 from alerts.rules import Alert, Record
 from alerts.templates import T
 
 GROUP = "helios-restore"
+OPEN_GROUP = "helios-restore-window"
 NAMES = ("HeliosRestoreWindowOpen", "HeliosRestoreWindowClosed", "HeliosRestoreWindowForgotten")
 
 END = "helios_restore_last_window_end_timestamp_seconds"
@@ -62,18 +64,18 @@ def paged_at_close(c: Config) -> str:
     q = Q(c)
     notice = str(c.outcome_notice)
     end = q.last(END, notice)
-    past_restore = f"{end}\n> {q.on}\n{q.last('helios_restore_deadline_timestamp_seconds', bound='restore')}"
+    past_restore = f"{end}\n> {q.on}\n{q.deadline_last('restore')}"
     past_cutoff = join(
         f"{end}\n> {q.on}\n"
-        + q.last("helios_restore_deadline_timestamp_seconds", bound="request_cutoff"),
-        f"{q.last(INCUMBENT_INFLIGHT)} > 0",
+        + q.deadline_last("request_cutoff"),
+        f"{q.seen(INCUMBENT_INFLIGHT)} > 0",
         op=f"and {q.on}",
     )
     # The remembered deadlines and in-flight count belong to this window only if Prometheus saw
     # this window open: its remembered start is the closed window's start.
     seen_open = (
         f"{q.last('helios_restore_last_window_start_timestamp_seconds', notice)}\n== {q.on}\n"
-        + q.last("helios_restore_window_start_timestamp_seconds")
+        + q.seen("helios_restore_window_start_timestamp_seconds")
     )
     check_failing = f"min_over_time({q.sel('helios_restore_check_ok')}[{notice}]) == 0"
     return chain(
@@ -83,32 +85,27 @@ def paged_at_close(c: Config) -> str:
 
 
 def records(c: Config) -> list[Record]:
-    """The window memory, recorded first in the group: every restore alert after it reads the
-    recorded value at the same evaluation time (rules of a group run in order, and a recorded
-    sample is stored before the next rule runs), so no page waits an extra evaluation."""
-    return [
-        Record(
-            WINDOW_OPEN_LAST_SEEN,
-            GROUP,
-            Q(c).last("helios_restore_window_open"),
-            f"Last seen window state (0/1), remembered for {c.window_memory} after the sidecar "
-            "stops answering. Recorded at the head of the restore alert group, which reads it.",
-        ),
-    ]
+    """The restore memory, in groups of its own before the alerts (restore_memory.py)."""
+    return restore_memory.records(c)
 
 
 def alerts(c: Config) -> list[Alert]:
     q, t = Q(c), T(c)
     mem = str(c.window_memory)
     notice = str(c.outcome_notice)
-    forget = duration(c.window_memory.seconds + c.outcome_notice.seconds)
+    # The memory runs out 0 to 5 minutes after window_memory (alerts/groups/restore_memory.py);
+    # reading what was seen in the notice plus one step before it began keeps the notice firing
+    # for at least `notice` once it has.
+    seen_span = duration(c.outcome_notice.seconds + STEP.seconds)
+    notice_lasts = f"{notice} to {seen_span}"
     return [
         Alert(
             name="HeliosRestoreWindowOpen",
-            group=GROUP,
+            # Explains no resolve and needs no notice beside it: evaluated beside the pages.
+            group=OPEN_GROUP,
             severity="info",
             expr=join(
-                q.last("helios_restore_window_start_timestamp_seconds"),
+                q.seen("helios_restore_window_start_timestamp_seconds"),
                 q.window_open_last(),
                 op=f"and {q.on}",
             ),
@@ -180,15 +177,15 @@ def alerts(c: Config) -> list[Alert]:
             group=GROUP,
             severity="info",
             expr=chain(
-                # Seen in the last `notice` before the memory began, and not since (the
-                # recorded memory): what last_over_time(...[memory + notice]) would read, without
-                # reading the memory's samples again.
-                q.last_before("helios_restore_window_start_timestamp_seconds", notice),
-                (f"and {q.on}", f"{q.last_before('helios_restore_window_open', notice)} == 1"),
+                # Seen in the `seen_span` before the memory began, and no longer remembered:
+                # what last_over_time(...[memory + seen_span]) would read, without reading the
+                # memory's samples again.
+                q.last_before("helios_restore_window_start_timestamp_seconds", seen_span),
+                (f"and {q.on}", f"{q.last_before('helios_restore_window_open', seen_span)} == 1"),
                 (f"unless {q.on}", q.sel(WINDOW_OPEN_LAST_SEEN)),
                 (
                     f"and {q.on}",
-                    q.last_before("helios_restore_deadline_timestamp_seconds", notice,
+                    q.last_before("helios_restore_deadline_timestamp_seconds", seen_span,
                                   bound="restore") + " < time()",
                 ),
             ),
@@ -198,17 +195,19 @@ def alerts(c: Config) -> list[Alert]:
                 "(window_memory) old and showed the window opened "
                 "{{ $value | humanizeTimestamp }} still open past its restore deadline "
                 + t.last_ts(
-                    "helios_restore_deadline_timestamp_seconds", ',bound="restore"', lookback=forget
+                    "helios_restore_deadline_timestamp_seconds", ',bound="restore"',
+                    lookback=seen_span, offset=mem,
                 )
                 + ". The memory ran out while the sidecar was unreachable, so the restore pages "
                 "of this target resolved without the window closing: whether and when the "
                 f"restore finished is unknown until the sidecar answers. Sidecar: "
-                f"{t.scrape_state()}. The notice lasts {notice}."
+                f"{t.scrape_state()}. The notice lasts {notice_lasts}."
             ),
             meaning=(
-                f"for {notice} after the last scrape of a window that was open past its restore "
-                f"deadline became older than `window_memory` ({mem}): the breach pages resolved "
-                "from lack of data. Extra to the interface: says how the restore pages resolved"
+                f"for {notice_lasts} after the last scrape of a window that was open past its "
+                f"restore deadline became older than `window_memory` ({mem}, to {mem} + {STEP}: "
+                "the memory's last step): the breach pages resolved from lack of data. Extra to "
+                "the interface: says how the restore pages resolved"
             ),
         ),
     ]

@@ -176,9 +176,13 @@ def test_restore_alerts_only_read_the_contract_inputs(root: Path) -> None:
     rules = _rules(root / "alerts/helios-alerts.yaml")
     recorded = {r["record"]: r["expr"] for r in rules if "record" in r}
     allowed = set(RESTORE_INPUTS)
-    for name, expr in recorded.items():
-        if set(SELECTOR_RE.findall(expr)) <= RESTORE_INPUTS:
-            allowed.add(name)
+    grown = True
+    while grown:  # recorded from the inputs, or from records that are (the restore memory)
+        grown = False
+        for name, expr in recorded.items():
+            if name not in allowed and set(SELECTOR_RE.findall(expr)) - {name} <= allowed:
+                allowed.add(name)
+                grown = True
     closed_allowed = allowed | CLOSED_NOTICE_INPUTS
     for rule in rules:
         name = rule.get("alert")
@@ -191,18 +195,24 @@ def test_restore_alerts_only_read_the_contract_inputs(root: Path) -> None:
         assert used, name
         ok = closed_allowed if name == "HeliosRestoreWindowClosed" else allowed
         assert used <= ok, f"{name} reads {sorted(used - ok)}"
-        # Every remembered input goes through last_over_time, never a bare instant vector
-        # alone: the restore-window inputs are absent while the sidecar is down.
-        assert "last_over_time(" in rule["expr"], name
+        # Every remembered input goes through last_over_time or the recorded memory, never a
+        # bare instant vector alone: the restore-window inputs are absent while the sidecar is
+        # down.
+        assert "last_over_time(" in rule["expr"] or ":last_seen{" in rule["expr"], name
 
 
 def test_cutoff_alert_never_reads_the_current_engines_inflight(
-    alert_rules: dict[str, dict[str, Any]],
+    root: Path, alert_rules: dict[str, dict[str, Any]],
 ) -> None:
     """The restored engine's own traffic and a crashed incumbent's dead requests never page."""
     expr = alert_rules["HeliosRequestCutoffBreached"]["expr"]
-    assert "helios_restore_incumbent_inflight_requests" in expr
+    assert "helios:restore_incumbent_inflight_requests:last_seen{" in expr
     assert "helios_engine_inflight_requests" not in expr
+    # ... the memory of the incumbent's count, recorded from it alone.
+    recorded = {r["record"]: r["expr"] for r in _rules(root / "alerts/helios-alerts.yaml")
+                if "record" in r}
+    source = recorded["helios:restore_incumbent_inflight_requests:last6m"]
+    assert set(SELECTOR_RE.findall(source)) == {"helios_restore_incumbent_inflight_requests"}
 
 
 def test_every_join_is_also_on_the_cluster_label(root: Path, generate: Any) -> None:
@@ -279,3 +289,23 @@ def test_notices_are_evaluated_before_the_pages_they_explain(root: Path) -> None
         for page in ("HeliosRequestCutoffBreached", "HeliosRestoreBoundBreached",
                      "HeliosRestoreCheckFailed"):
             assert order.index(notice) < order.index(page), (notice, page)
+
+
+def test_promtool_tests_fix_the_order_of_every_group_they_load(root: Path) -> None:
+    """promtool evaluates the groups a test file does not order in map order, which varies from
+    run to run; the alerts read recording rules of other groups (the restore memory, the offload
+    steps), so every file that loads them orders every group it loads."""
+    for path in sorted((root / "alerts/tests").glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        loaded = [g["name"] for f in doc["rule_files"]
+                  for g in yaml.safe_load((path.parent / f).read_text(encoding="utf-8"))["groups"]]
+        if not any(f.endswith("helios-alerts.yaml") for f in doc["rule_files"]):
+            continue
+        order = doc.get("group_eval_order") or []
+        assert sorted(order) == sorted(loaded), path.name
+        readers = [g for g in order if g in ("helios-restore", "helios-restore-window",
+                                                "helios-offload-host-tier", "helios-restore.rules")]
+        memory = [g for g in order if g.startswith("helios-restore-memory")
+                  or g == "helios-offload-steps"]
+        if path.name != "restore_lag.yaml":  # the one that evaluates the memory last
+            assert max(map(order.index, memory)) < min(map(order.index, readers)), path.name
