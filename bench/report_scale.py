@@ -76,6 +76,13 @@ def _ms(value: float | None) -> str:
     return f"{value:.1f} ms" if value >= 10 else f"{value:.2f} ms"
 
 
+def _when(before: dict[str, Any]) -> str:
+    """When and at which commit the rules before the change were measured."""
+    m = before["machine"]
+    return (f"on {m['date'][:16].replace('T', ' ')} UTC at commit `{m['git_commit']}`, on a "
+            "block store of the same series model")
+
+
 def _largest(result: dict[str, Any]) -> dict[str, Any]:
     """The run of `result` with the most engines."""
     return max(result["runs"], key=lambda r: r["engines"])
@@ -210,7 +217,7 @@ def rule_groups(d: dict[str, Any], goals: list[Goal]) -> list[str]:
             f"`{rd['command']}`), on a block store of the series model of that commit "
             f"({rd['model']['hours']:g} h of every family, {rd['model']['history_hours']:g} h "
             "more of those read further back), with the same live feed; "
-            + (f"the rules before the change were measured on the same store within the hour "
+            + (f"the rules before the change were measured {_when(before)} "
                f"(`bench/results/{RULES_BEFORE.name}`, files "
                f"{', '.join(f'`{f}`' for f in before['rule_files'])}). "
                if before else "")
@@ -398,7 +405,7 @@ def summary(d: dict[str, Any]) -> list[str]:
         lines += ["", f"The rule groups were measured again on "
                   f"{rm['date'][:16].replace('T', ' ')} UTC at commit `{rm['git_commit']}`, "
                   "alone (no dashboard queries), on a block store of that commit's series model"
-                  + (", within the hour of the rules before the change on the same store" if before
+                  + (f"; the rules before the change were measured {_when(before)}" if before
                      else "") + "; the table above takes its slowest group from that run."
                   + (f" {rd['note']}" if rd.get("note") else "")]
     live = live_result(rd) if rd is not d else None

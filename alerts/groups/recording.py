@@ -51,9 +51,6 @@ def requests_name(c: Config) -> str:
 GROUP_SLABS_LOOKUPS = "helios-offload.rules"
 GROUP_MISSES = "helios-offload-misses.rules"
 GROUP_EVICTIONS = "helios-offload-evictions.rules"
-# The outcome rate reads the most series of any rule (4 outcomes x 2 pressures per generation):
-# its page-pressure half is recorded in a group of its own, evaluated beside the row half.
-GROUP_EVICTIONS_PAGE = "helios-offload-evictions-page.rules"
 GROUP_PRESSURE = "helios-offload-pressure.rules"
 GROUP_REQUESTS = "helios-offload-requests.rules"
 RATE_GROUPS = {
@@ -69,8 +66,7 @@ RATE_GROUPS = {
     "offload_host_tokens_restored": GROUP_REQUESTS,
     "offload_prompt_tokens_reused": GROUP_REQUESTS,
 }
-GROUP_ORDER = (GROUP_SLABS_LOOKUPS, GROUP_MISSES, GROUP_EVICTIONS, GROUP_EVICTIONS_PAGE,
-               GROUP_PRESSURE, GROUP_REQUESTS)
+GROUP_ORDER = (GROUP_SLABS_LOOKUPS, GROUP_MISSES, GROUP_EVICTIONS, GROUP_PRESSURE, GROUP_REQUESTS)
 
 
 def offload(c: Config) -> list[Record]:
@@ -98,22 +94,14 @@ def offload(c: Config) -> list[Record]:
         ),
     ]
     for metric, extra in OFFLOAD_RATES:
-        meaning = f"Per-second rate of `helios_{metric}_total`{extra}, summed over generations."
-        if metric == "offload_eviction_outcomes":
-            records += [
-                Record(
-                    rate_name(c, metric),
-                    part,
-                    f"sum without (generation) (rate("
-                    f"{q.sel(f'helios_{metric}_total', pressure=pressure)}[{rw}]))",
-                    f"{meaning} Its `pressure=\"{pressure}\"` half (the other half is "
-                    "recorded in another group).",
-                )
-                for pressure, part in (("row", GROUP_EVICTIONS), ("page", GROUP_EVICTIONS_PAGE))
-            ]
-            continue
-        records.append(Record(rate_name(c, metric), RATE_GROUPS[metric],
-                              q.rate(f"helios_{metric}_total"), meaning))
+        records.append(
+            Record(
+                rate_name(c, metric),
+                RATE_GROUPS[metric],
+                q.rate(f"helios_{metric}_total"),
+                f"Per-second rate of `helios_{metric}_total`{extra}, summed over generations.",
+            )
+        )
     records += [
         Record(
             f"helios:offload_lookup_hit:ratio_rate{rw}",
@@ -173,7 +161,7 @@ def restore(c: Config) -> list[Record]:
             "helios:restore_deadline_time_left:seconds",
             group,
             join(
-                f"{q.seen('helios_restore_deadline_timestamp_seconds')} - time()",
+                f"{q.last('helios_restore_deadline_timestamp_seconds')} - time()",
                 window_open,
                 op=f"and {q.on}",
             ),
@@ -184,7 +172,7 @@ def restore(c: Config) -> list[Record]:
             "helios:restore_window_elapsed:seconds",
             group,
             join(
-                f"time() - {q.seen('helios_restore_window_start_timestamp_seconds')}",
+                f"time() - {q.last('helios_restore_window_start_timestamp_seconds')}",
                 window_open,
                 op=f"and {q.on}",
             ),

@@ -202,7 +202,7 @@ def test_restored_engine_traffic_never_reads_as_the_incumbents(stack: Stack) -> 
     assert metric(url, "helios_restore_window_open") == 1.0
     # The page computed from it, with the shipped rules: never pending, never firing, although
     # the cutoff passed with the window open and the restored engine busy.
-    assert "helios_restore_incumbent_inflight_requests" in cutoff_rule()
+    assert "helios:restore_incumbent_inflight_requests:last_seen" in cutoff_rule()
     whole = int(time.time() - started) + 1
     assert query(prom, f'count_over_time(ALERTS{{alertname="HeliosRequestCutoffBreached"}}'
                        f'[{whole}s])') == []
