@@ -64,9 +64,6 @@ def last_seen_name(metric: str) -> str:
     return f"helios:{short(metric)}:last_seen"
 
 
-# The last seen window state, remembered for the window memory: read by most restore rules.
-WINDOW_OPEN_LAST_SEEN = last_seen_name("helios_restore_window_open")
-
 
 class Q:
     """PromQL fragments for one config."""
@@ -93,7 +90,7 @@ class Q:
 
     def seen(self, metric: str, **matchers: str) -> str:
         """The last value Prometheus saw of a remembered restore metric, within the window memory
-        (recorded at the head of the restore alert group, alerts/groups/restore_memory.py)."""
+        (recorded in the restore memory groups, alerts/groups/restore_memory.py)."""
         return self.sel(last_seen_name(metric), **matchers)
 
     def window_open_last(self) -> str:

@@ -28,23 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from scale_queries import _parse_duration
 
 STEP_RE = re.compile(
     r"\(\n(?P<source>.*)\n\)\nunless\n\(\n\s*last_over_time\((?P<self>[\w:]+)\{[^}]*\}"
     r"\[[^\]]+\]\)\n\)", re.S)
 SELECTOR_RE = re.compile(r"^(?P<name>[\w:]+)(?:\{[^}]*\})?$")
 RANGE_RE = re.compile(r"([\w:]+)\{[^}]*\}\[(\d+[smhdw](?:\d+[smhdw])*)\]")
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 @dataclass(frozen=True)
 class Steps:
     rules: list[dict[str, str]]  # {record, expr}: what each step holds, from raw series
     reach_s: float  # the longest range any rule reads over a step record
-
-
-def seconds(text: str) -> float:
-    return float(sum(int(n) * UNITS[u] for n, u in re.findall(r"(\d+)([smhdw])", text)))
 
 
 def _records(rule_files: Iterable[Path]) -> list[dict[str, Any]]:
@@ -67,7 +63,7 @@ def find(rule_files: Iterable[Path]) -> Steps:
             source = recorded[sel["name"]]
         out.append({"record": name, "expr": source})
     names = {r["record"] for r in out}
-    reach = max((seconds(window) for r in rules for metric, window in RANGE_RE.findall(r["expr"])
+    reach = max((_parse_duration(window) for r in rules for metric, window in RANGE_RE.findall(r["expr"])
                  if metric in names), default=0.0)
     return Steps(out, reach)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from alerts.config import Config
 from alerts.groups import restore_memory
 from alerts.groups.restore_deadlines import INCUMBENT_INFLIGHT
-from alerts.promql import STEP, WINDOW_OPEN_LAST_SEEN, Q, chain, duration, join
+from alerts.promql import STEP, Q, chain, duration, join
 from alerts.rules import Alert, Record
 from alerts.templates import T
 
@@ -182,7 +182,7 @@ def alerts(c: Config) -> list[Alert]:
                 # memory's samples again.
                 q.last_before("helios_restore_window_start_timestamp_seconds", seen_span),
                 (f"and {q.on}", f"{q.last_before('helios_restore_window_open', seen_span)} == 1"),
-                (f"unless {q.on}", q.sel(WINDOW_OPEN_LAST_SEEN)),
+                (f"unless {q.on}", q.seen("helios_restore_window_open")),
                 (
                     f"and {q.on}",
                     q.last_before("helios_restore_deadline_timestamp_seconds", seen_span,
