@@ -1,5 +1,5 @@
-"""Console script `helios-exporter`: serve, check, status, simulate, demo; phase, evidence, probe,
-compare."""
+"""Console script `helios-exporter`: serve, check, status, geometry, simulate, demo; phase,
+evidence, probe, compare."""
 
 from __future__ import annotations
 
@@ -132,6 +132,11 @@ def _parser() -> argparse.ArgumentParser:
     status.env_defaults = True
     from exporter.oncall.terminal import add_arguments as status_arguments
     status_arguments(status)
+    geometry = sub.add_parser("geometry", help="the offload records and slabs a model layout "
+                              "implies", epilog=_ENV_EPILOG)
+    geometry.env_defaults = True
+    from exporter.geometry_command import add_arguments as geometry_arguments
+    geometry_arguments(geometry)
     simulate = sub.add_parser("simulate", help="run the simulated engine", epilog=_ENV_EPILOG)
     simulate.env_defaults = True
     try:
@@ -179,6 +184,9 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "status":
         from exporter.oncall.terminal import run as status_run
         return status_run(args)
+    if args.command == "geometry":
+        from exporter.geometry_command import run as geometry_run
+        return geometry_run(args)
     from exporter.experiment.commands import COMMANDS
     if args.command in COMMANDS:
         return COMMANDS[args.command][2](args)

@@ -33,6 +33,11 @@ PREFLIGHT_TIMEOUT: Final = 10.0
 # while at least this fraction of it is free.
 PAGE_HEADROOM_RATIO: Final = 0.25
 
+# `helios-exporter geometry`: the host budget the seeds' engine carves (32 GiB) and the share
+# `offload/slab.rs::Pool::sized_counts` gives rows today (a quarter).
+GEOMETRY_BUDGET_BYTES: Final = 32 << 30
+GEOMETRY_ROW_FRACTION: Final = "0.25"
+
 # Experiment phases (POST /experiment/phases): at most this many open at once (a begin beyond it
 # is refused with 409), and this many kept in the state file, the oldest ended ones dropped first.
 MAX_OPEN_PHASES: Final = 16
