@@ -22,7 +22,7 @@ from simulator.engine import EngineConfig, SimulatedEngine
 from simulator.latency import LatencyModel
 from simulator.outage import OutageOptions
 from simulator.runner import DEFAULT_RATES, ENGINE_DEFAULTS, OUTAGE_DEFAULTS, SCENARIOS, build_scenario
-from simulator.slabs import SlabGeometry
+from simulator.slabs import DEFAULT_GEOMETRY, GEOMETRIES
 
 log = structlog.get_logger("simulator.cli")
 
@@ -52,19 +52,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_RATES.items()) + ")")
 
     tier = parser.add_argument_group("offload tier")
-    tier.add_argument("--budget-bytes", type=int, default=SlabGeometry.budget_bytes,
-                      help="host offload budget in bytes (default: %(default)s = 32 GiB)")
-    tier.add_argument("--row-fraction", type=finite_float, default=SlabGeometry.row_fraction,
-                      help="share of the budget for recurrent-state rows (default: %(default)s)")
-    tier.add_argument("--row-record-bytes", type=int, default=SlabGeometry.row_record_bytes,
-                      help="bytes of one row record (default: %(default)s = 16 MiB)")
-    tier.add_argument("--page-record-bytes", type=int, default=SlabGeometry.page_record_bytes,
-                      help="bytes of one page record (default: %(default)s = 1 MiB)")
+    tier.add_argument("--geometry", choices=tuple(GEOMETRIES), default=DEFAULT_GEOMETRY,
+                      help="the tier the options below start from: "
+                      + "; ".join(f"{name}: {g.summary}" for name, g in GEOMETRIES.items())
+                      + " (default: %(default)s)")
+    tier.add_argument("--budget-bytes", type=int, default=None,
+                      help="host offload budget in bytes (default: the geometry's, 32 GiB)")
+    tier.add_argument("--row-fraction", type=finite_float, default=None,
+                      help="share of the budget for recurrent-state rows (default: the "
+                      "geometry's, 0.25)")
+    tier.add_argument("--row-record-bytes", type=int, default=None,
+                      help="bytes of one row record (default: the geometry's; generic 16 MiB)")
+    tier.add_argument("--page-record-bytes", type=int, default=None,
+                      help="bytes of one page record (default: the geometry's, 1 MiB)")
     tier.add_argument("--tokens-per-page", type=int, default=EngineConfig.tokens_per_page,
                       help="tokens in one KV page, i.e. one index block (default: %(default)s)")
     tier.add_argument("--stores-per-request", type=int, default=None, metavar="N",
                       help="checkpoints stored per request, spread over the prompt's blocks "
-                      "(default: 3; 12 for reverse-replay, idle and demo)")
+                      "(default: the geometry's, 3 for seed-001; with generic the scenario's: "
+                      "3, or 12 for reverse-replay, idle and demo)")
 
     timing = parser.add_argument_group("request timing (docs/simulator.md, 'Latency')")
     timing.add_argument("--time-scale", type=finite_float, default=EngineConfig.time_scale,
@@ -118,6 +124,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _engine_config(args: argparse.Namespace) -> EngineConfig:
     overrides: dict[str, Any] = dict(ENGINE_DEFAULTS[args.scenario])
+    named = GEOMETRIES[args.geometry]
+    if named.stores_per_request is not None:
+        overrides["stores_per_request"] = named.stores_per_request
     if args.stores_per_request is not None:
         overrides["stores_per_request"] = args.stores_per_request
     if overrides.get("stores_per_request", 1) < 1:
@@ -126,10 +135,10 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
         raise ValueError(f"--time-scale must be positive, got {args.time_scale}")
     if not 0 <= args.latency_noise <= 1:
         raise ValueError(f"--latency-noise must be in [0, 1], got {args.latency_noise}")
-    geometry = SlabGeometry(
-        budget_bytes=args.budget_bytes, row_fraction=args.row_fraction,
-        row_record_bytes=args.row_record_bytes, page_record_bytes=args.page_record_bytes,
-    )
+    given = {name: getattr(args, name) for name in
+             ("budget_bytes", "row_fraction", "row_record_bytes", "page_record_bytes")
+             if getattr(args, name) is not None}
+    geometry = dataclasses.replace(named.slabs, **given)
     return EngineConfig(
         geometry=geometry, tokens_per_page=args.tokens_per_page, model_name=args.model_name,
         checkpoint=args.checkpoint, package=args.package, image_digest=args.image_digest,
@@ -156,7 +165,7 @@ def create_app(args: argparse.Namespace) -> FastAPI:
     engine = SimulatedEngine(_engine_config(args), seed=seed)
     scenario = build_scenario(args.scenario, seed=seed, rate=args.rate, outage=outage)
     log.info("simulator_configured", scenario=args.scenario, seed=seed,
-             generation=engine.generation)
+             geometry=args.geometry, generation=engine.generation)
     return build_app(engine, scenario=scenario)
 
 

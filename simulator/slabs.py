@@ -62,6 +62,34 @@ class SlabGeometry:
         return (self.budget_bytes - self.row_slab_bytes) // self.page_record_bytes
 
 
+@dataclass(frozen=True)
+class NamedGeometry:
+    """A tier ``--geometry NAME`` serves: its slabs, and the stores per request it implies."""
+
+    slabs: SlabGeometry
+    stores_per_request: int | None  # None: the scenario's (runner.ENGINE_DEFAULTS)
+    summary: str
+
+
+# seed-001's row record: what tests/fixtures/layouts/seed-001.json derives (exporter/layout.py;
+# tests/simulator/test_sim_geometry.py ties the two). 52 of them fill a quarter of 32 GiB, as the
+# 52 resident host records of planning note 001 did.
+SEED_001_ROW_RECORD_BYTES = 163_586_048
+
+GEOMETRIES: dict[str, NamedGeometry] = {
+    # Round record sizes derived from no model: fine for the mechanisms, not for capacities.
+    "generic": NamedGeometry(
+        SlabGeometry(), None,
+        "32 GiB, a quarter to rows: 512 rows of 16 MiB, 24576 pages of 1 MiB (records derived "
+        "from no model)"),
+    "seed-001": NamedGeometry(
+        SlabGeometry(row_record_bytes=SEED_001_ROW_RECORD_BYTES), 3,
+        "32 GiB, a quarter to rows: 52 rows of 163586048 B, 24655 pages of 1 MiB, 3 stores per "
+        "request (note 001's tier; the records of tests/fixtures/layouts/seed-001.json)"),
+}
+DEFAULT_GEOMETRY = "generic"
+
+
 class SlabExhausted(Exception):
     """No free record is left in a slab."""
 

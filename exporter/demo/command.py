@@ -25,6 +25,7 @@ from simulator.corpora import lane
 from simulator.outage import OutageOptions
 from simulator.runner import DEMO_CYCLE, OUTAGE_DEFAULTS, SCENARIOS
 from simulator.scenarios import ReverseReplayScenario, replay_order
+from simulator.slabs import DEFAULT_GEOMETRY, GEOMETRIES
 
 REPO = Path(__file__).resolve().parents[2]
 TICK_S = 0.5
@@ -66,6 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "free, hits by order), then an outage and a restore; outage is the restore "
                         "story with steady traffic; reverse-replay, steady and idle have no outage "
                         "(default: %(default)s)")
+    parser.add_argument("--geometry", choices=tuple(GEOMETRIES), default=DEFAULT_GEOMETRY,
+                        help="the simulated engine's offload tier (docs/simulator.md, "
+                        "'Geometries'): generic (round sizes from no model) or seed-001 (note "
+                        "001's tier) (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=None,
                         help="the simulated engine's seed, to replay a run exactly (default: random)")
     parser.add_argument("--duration", type=_not_negative, default=0.0, metavar="S",
@@ -151,7 +156,7 @@ def timeline(args: argparse.Namespace) -> OutageOptions | None:
 
 def simulate_command(args: argparse.Namespace, port: int) -> list[str]:
     cmd = [sys.executable, "-m", "exporter", "simulate", "--listen", f"127.0.0.1:{port}",
-           "--scenario", args.scenario]
+           "--scenario", args.scenario, "--geometry", args.geometry]
     if args.seed is not None:
         cmd += ["--seed", str(args.seed)]
     for name in (*TIMINGS, "outage_container", "outage_stuck_requests"):
@@ -223,7 +228,8 @@ def run(args: argparse.Namespace) -> int:
 
 def story(args: argparse.Namespace) -> list[str]:
     """What the scenario will show, in seconds from the engine's start."""
-    lines = []
+    lines = [f"the offload tier of the simulator's {args.geometry} geometry: "
+             f"{GEOMETRIES[args.geometry].summary}"]
     replay = args.scenario in ("demo", "reverse-replay")
     if replay:
         prompts = lane(ReverseReplayScenario.corpus).bodies
@@ -321,7 +327,8 @@ def _run(args: argparse.Namespace, stack: Stack) -> bool:
                      else "not installed: scripts/bootstrap installs it"))
     if alertmanager:
         rows.append(("alertmanager", alertmanager, "the alerts below come from its API"))
-    rows += [("simulated engine", engine, f"scenario {args.scenario}{seed}; /admin/state"),
+    rows += [("simulated engine", engine, f"scenario {args.scenario}, geometry {args.geometry}{seed}; "
+                                                 "/admin/state"),
              ("events token", str(token), "for POST /restore/events"),
              ("temporary folder", str(stack.tmp),
               "logs and state; " + ("kept on exit" if args.keep else

@@ -152,3 +152,17 @@ def test_a_child_that_fails_is_reported_at_once_and_its_logs_kept(tmp_path: Path
     assert f"kept in {folder}" in out and (folder / "sidecar.log").exists()
     # Far below the 60 s a child is given to answer: the exit was noticed, not waited out.
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("geometry", ["generic", "seed-001"])
+def test_the_demo_says_which_geometry_it_runs(geometry: str) -> None:
+    from exporter.demo.command import simulate_command, story
+    from simulator.slabs import GEOMETRIES
+
+    args = demo_parser().parse_args(["--geometry", geometry])
+    cmd = simulate_command(args, 8000)
+    assert cmd[cmd.index("--geometry") + 1] == geometry
+    first = story(args)[0]
+    assert first.startswith(f"the offload tier of the simulator's {geometry} geometry: ")
+    assert GEOMETRIES[geometry].summary in first
+    assert "production" not in " ".join(story(args))

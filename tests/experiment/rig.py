@@ -1,5 +1,5 @@
 """Real processes for the experiment commands' end-to-end tests: `helios-exporter simulate
---scenario idle` at the production geometry, `helios-exporter serve` with a one-hour poll
+--scenario idle` at the generic geometry, `helios-exporter serve` with a one-hour poll
 interval (so only the phase edges' own captures can see a probe's traffic), and the commands run
 as an engineer runs them."""
 

@@ -1,5 +1,5 @@
 """The experiment workflow through the real command line, against real processes on 127.0.0.1:
-`helios-exporter simulate --scenario idle` at the production geometry, `helios-exporter serve`
+`helios-exporter simulate --scenario idle` at the generic geometry, `helios-exporter serve`
 with a one-hour poll interval (so only the phase edges' own captures can see a probe's traffic),
 and `helios-exporter probe | evidence | phase | compare` as an engineer runs them."""
 

@@ -35,7 +35,7 @@ def corpus(name: str, model: str | None = None) -> tuple[bytes, ...]:
 
 
 def idle_engine(seed: int = 3, **config: Any) -> tuple[SimulatedEngine, ManualClock]:
-    """The engine `simulate --scenario idle` serves: production geometry, 12 stores/request."""
+    """The engine `simulate --scenario idle` serves: generic geometry, 12 stores/request."""
     clock = ManualClock()
     settings = {**ENGINE_DEFAULTS["idle"], **config}
     return SimulatedEngine(EngineConfig(**settings), clock=clock, seed=seed), clock

@@ -29,8 +29,10 @@ def parse(*argv: str) -> argparse.Namespace:
 def test_defaults() -> None:
     args = parse("--listen", "127.0.0.1:8000")
     assert args.scenario == "steady"
-    assert args.budget_bytes == 34359738368 and args.row_fraction == 0.25
-    assert (args.row_record_bytes, args.page_record_bytes) == (16 << 20, 1 << 20)
+    assert args.geometry == "generic"
+    tier = cli._engine_config(args).geometry
+    assert tier.budget_bytes == 34359738368 and tier.row_fraction == 0.25
+    assert (tier.row_record_bytes, tier.page_record_bytes) == (16 << 20, 1 << 20)
     timeline = ("outage_after", "drain_seconds", "closed_seconds", "down_seconds")
     assert [getattr(cli.outage_options(args), name) for name in timeline] == [20.0, 10.0, 5.0, 20.0]
     demo = parse("--listen", "127.0.0.1:8000", "--scenario", "demo", "--down-seconds", "4")

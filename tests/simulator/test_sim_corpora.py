@@ -75,7 +75,7 @@ def test_the_model_field_is_the_only_difference_under_another_model() -> None:
         assert ja == jb
 
 
-def test_lane_demands_at_the_production_geometry() -> None:
+def test_lane_demands_at_the_generic_geometry() -> None:
     """What the lanes are for, in rows and pages at 12 stores/request (docs/simulator.md)."""
     pool = SlabPool()
     index = PrefixIndex(pool, EngineConfig.tokens_per_page)

@@ -1,4 +1,4 @@
-"""The seeds' cache-order probe through the engine's real HTTP app, at the production geometry
+"""The seeds' cache-order probe through the engine's real HTTP app, at the generic geometry
 (32 GiB, a quarter to rows: 512 rows of 16 MiB, 24576 pages of 1 MiB, 64 tokens a page, two ranks),
 concurrency 1, the probe-52 corpus sent as is.
 
@@ -46,7 +46,7 @@ def assert_page_headroom(p: Pass) -> None:
     assert p.delta("evictions", "page", "attempts") == 0
 
 
-async def test_geometry_is_production() -> None:
+async def test_geometry_is_generic() -> None:
     engine, clock = idle_engine()
     async with served(engine, clock) as client:
         snap = (await client.get("/debug/offload/snapshot")).json()
