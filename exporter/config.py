@@ -106,6 +106,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--expect-power-limit-watts", "float", None,
            "Pin: every GPU serving a rank must have this enforced NVML power limit (within "
            f"{POWER_LIMIT_TOLERANCE_WATTS:g} W)."),
+    Option("--expect-layout", "path", None,
+           "Pin: the model layout (JSON, docs/interface.md section 9) whose record sizes the "
+           "snapshot's slabs must have (helios_offload_geometry_consistent, rule "
+           "record_bytes_match_layout).", ("serve", "check")),
     Option("--web-config-file", "path", None,
            "Prometheus exporter-toolkit web configuration: TLS (tls_server_config) and basic "
            "auth (basic_auth_users, bcrypt); re-read when it changes."),
@@ -154,6 +158,7 @@ class Config:
     expect_checkpoint: str | None = None
     expect_ranks: int | None = None
     expect_power_limit_watts: float | None = None
+    expect_layout: Path | None = None
     web_config_file: Path | None = None
     http_read_timeout: float = defaults.HTTP_READ_TIMEOUT
     http_idle_timeout: float = defaults.HTTP_IDLE_TIMEOUT
@@ -269,7 +274,7 @@ _NULLABLE = {
     "events_token_file", "preflight_direct_url", "preflight_routed_url", "preflight_auth_file",
     "engine_pid_file", "engine_process_name", "preflight_model", "expect_image_digest",
     "expect_package", "expect_checkpoint", "expect_ranks", "expect_power_limit_watts",
-    "web_config_file",
+    "web_config_file", "expect_layout",
 }
 
 
@@ -341,6 +346,13 @@ def _validate_pins(v: dict[str, Any], errors: list[str]) -> None:
     ranks = v.get("expect_ranks")
     if ranks is not None and not 1 <= ranks <= max_ranks():
         errors.append(f"{_named('expect_ranks')}: must be 1 to {max_ranks()}, got {ranks}")
+    if v.get("expect_layout") is not None:
+        # Derived here only to report its problems with the others; the sidecar derives it again.
+        from exporter.layout import LayoutError, load, records
+        try:
+            records(load(Path(v["expect_layout"])))
+        except LayoutError as exc:
+            errors += [f"{_named('expect_layout')}: {p.message}" for p in exc.problems]
     if v.get("expect_power_limit_watts") is not None and v.get("no_nvml"):
         errors.append(f"{_named('expect_power_limit_watts')}: needs NVML to read the limit; "
                       f"drop {_named('no_nvml')} or the pin")

@@ -32,7 +32,8 @@ ENGINE_PATHS: Final = ("snapshot", "metrics")  # what the sidecar requests from 
 IDENTITY_FIELDS: Final = ("image_digest", "container_id", "package", "checkpoint")
 DROPPABLE_FIELDS: Final = tuple(f"identity.{k}" for k in IDENTITY_FIELDS)
 PINS: Final = ("image_digest", "package", "checkpoint", "ranks", "power_limit")
-GEOMETRY_RULES: Final = ("slabs_within_budget", "resident_within_budget", "lookups_accounted")
+GEOMETRY_RULES: Final = ("slabs_within_budget", "resident_within_budget", "lookups_accounted",
+                         "record_bytes_match_layout")
 
 # `helios_exporter_collector_success{collector}`: every collector of /metrics, in exposition order.
 COLLECTORS: Final = ("offload", "pins", "passthrough", "restore", "exporter", "host",

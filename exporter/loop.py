@@ -20,8 +20,9 @@ from typing import Any
 
 import structlog
 
-from exporter import derive, gpu_selection, logs, pins
+from exporter import derive, geometry, gpu_selection, logs, pins
 from exporter.defaults import MAX_SERIES_PER_FAMILY
+from exporter.layout import Records
 from exporter.pins import Pins
 from exporter.restore.keeper import EventOutcome, RestoreKeeper
 from exporter.restore.window import EventKind
@@ -48,6 +49,7 @@ class PollLoop:
         on_publish: Callable[[View], None] | None = None,
         pins: Pins | None = None,
         nvml_all_gpus: bool = False,
+        layout: Records | None = None,
     ) -> None:
         self._engine_source = engine_source
         self._keeper = keeper
@@ -59,6 +61,7 @@ class PollLoop:
         self._on_publish = on_publish
         self._pins = pins or Pins()
         self._nvml_all_gpus = nvml_all_gpus
+        self._layout = layout  # --expect-layout's records, derived once at start
         # The loop's only state between cycles is the view it last published.
         sources = dict(View().sources)
         for name in ("engine_snapshot", "engine_metrics", *self._blocking):
@@ -136,6 +139,8 @@ class PollLoop:
             engine_requests=frozen(traffic.requests),
             engine_response_bytes=frozen(traffic.response_bytes),
             pins=pin_checks,
+            geometry=geometry.check(engine.snapshot.offload if engine.snapshot else None,
+                                    self._layout),
             gpus=gpus,
             cycles=before.cycles + 1,
             last_cycle_duration=self._timer() - t0,

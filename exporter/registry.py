@@ -133,7 +133,8 @@ def build_registry(
     serve). `process`, `platform` and `build_info` default to this process, this Python and this
     version; tests pass fixed ones (a fake /proc tree, a fake platform), and a fixed `timer`."""
     registry = Collectors(timer)
-    registry.add("offload", OffloadCollector(lambda: view().engine, lambda: view().restore.state))
+    registry.add("offload", OffloadCollector(lambda: view().engine, lambda: view().restore.state,
+                                             lambda: view().geometry))
     registry.add("pins", PinCollector(lambda: view().pins))
     registry.add("passthrough", PassthroughCollector(lambda: view().engine))
     registry.add("restore", RestoreCollector(lambda: view().restore, bounds))

@@ -25,6 +25,7 @@ from exporter.defaults import HOST_TIMEOUT
 from exporter.experiment.book import PhaseBook, PhaseStore
 from exporter.experiment.capture import Capture, capture_of
 from exporter.exposition import ExpositionCache
+from exporter.layout import LayoutError, Records, load, records
 from exporter.loop import PollLoop
 from exporter.oncall.html import page
 from exporter.pins import Pins
@@ -99,7 +100,8 @@ def build(
     """The sidecar for `config`. Everything it reads can be injected (tests do): the engine's
     HTTP transport, the wall clock, the timer of durations, the host and NVML polls (instead of
     psutil and the NVML library), and the process/platform/build-info collectors. Raises
-    `WebConfigError` when --web-config-file does not load."""
+    `WebConfigError` when --web-config-file does not load, `LayoutError` when --expect-layout
+    does not derive."""
     web = None if config.web_config_file is None else WebConfigState(config.web_config_file)
     timeout = httpx.Timeout(config.timeout)
     client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=8),
@@ -128,7 +130,7 @@ def build(
                     pins=Pins(config.expect_image_digest, config.expect_package,
                               config.expect_checkpoint, config.expect_ranks,
                               config.expect_power_limit_watts),
-                    nvml_all_gpus=config.nvml_all_gpus)
+                    nvml_all_gpus=config.nvml_all_gpus, layout=_layout(config))
     connections = ConnectionGuard(config.http_max_connections, config.http_read_timeout,
                                   config.http_idle_timeout)
     failures = AuthFailures()
@@ -147,6 +149,11 @@ def build(
                        on_change=lambda: loop.publish_open_phases(phases.open_phases()))
     return Sidecar(config, loop, keeper, registry, cache, client, token, clock, closers, phases,
                    connections, failures, web)
+
+
+def _layout(config: Config) -> Records | None:
+    """--expect-layout's records, derived once: the file is not read again while serving."""
+    return None if config.expect_layout is None else records(load(config.expect_layout))
 
 
 def _probe(client: httpx.AsyncClient, url: str, config: Config, auth: str | None) -> PreflightProbe:
@@ -247,6 +254,10 @@ async def serve(config: Config) -> int:
         sidecar = build(config)
     except WebConfigError as exc:  # validated at start; changed since: still a clear error
         log.error("web_config_invalid", file=str(config.web_config_file), errors=exc.errors)
+        return 2
+    except LayoutError as exc:  # the same for --expect-layout
+        log.error("layout_invalid", file=str(config.expect_layout),
+                  errors=[p.message for p in exc.problems])
         return 2
     sidecar.loop.load_state()
     sidecar.phases.load()

@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from exporter import geometry
 from exporter.config import Config
+from exporter.geometry import Geometry
 from exporter.redact import redact_url
 from exporter.restore.report import restore_status
 from exporter.restore.window import Bounds
-from exporter.snapshot import Snapshot
 from exporter.view import View
 
 
@@ -29,7 +28,7 @@ def status(view: View, bounds: Bounds, config: Config, now: float) -> dict[str, 
         "engine_up": view.engine.snapshot_current if view.engine.polled else None,
         "pins": [{"pin": c.pin, "expected": c.expected, "found": c.found, "ok": c.ok}
                  for c in view.pins],
-        "offload_geometry": _geometry(snap),
+        "offload_geometry": _geometry(view.geometry),
         "restore": {
             **restore_status(state, bounds, now, snap, view.sources["engine_snapshot"].last_success),
             "state_file": str(restore.state_file),
@@ -43,14 +42,18 @@ def status(view: View, bounds: Bounds, config: Config, now: float) -> dict[str, 
     }
 
 
-def _geometry(snap: Snapshot | None) -> dict[str, Any] | None:
-    """The arithmetic rules of the last good snapshot's offload section (exporter/geometry.py)."""
-    checked = None if snap is None else geometry.check(snap.offload)
+def _geometry(checked: Geometry | None) -> dict[str, Any] | None:
+    """The geometry rules of the last good snapshot's offload section (exporter/geometry.py);
+    the layout rule with the layout's name and the record bytes expected and found."""
     if checked is None:
         return None
-    return {
-        "consistent": checked.consistent,
-        "failed": [r.rule for r in checked.failed],
-        "rules": [{"rule": r.rule, "ok": r.ok, "value": r.value, "limit": r.limit,
-                   "detail": r.detail} for r in checked.rules],
-    }
+    rules = []
+    for r in checked.rules:
+        rule: dict[str, Any] = {"rule": r.rule, "ok": r.ok, "value": r.value, "limit": r.limit,
+                                "detail": r.detail}
+        if r.layout is not None:
+            rule.update(layout=r.layout, expected=dict(r.expected or {}),
+                        found=dict(r.found or {}))
+        rules.append(rule)
+    return {"consistent": checked.consistent, "failed": [r.rule for r in checked.failed],
+            "rules": rules}

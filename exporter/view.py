@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from exporter.derive import EnginePicture
+from exporter.geometry import Geometry
 from exporter.gpu_selection import GpuSelection
 from exporter.labels import SOURCES
 from exporter.pins import PinCheck
@@ -43,6 +44,9 @@ class View:
     engine_requests: Mapping[tuple[str, str], int] = field(default_factory=_empty)  # path, outcome
     engine_response_bytes: Mapping[str, int] = field(default_factory=_empty)  # by path
     pins: tuple[PinCheck, ...] = ()  # every configured pin against this cycle's polls
+    # The geometry rules of the last good snapshot (exporter/geometry.py), with --expect-layout's
+    # records; None when it carries the inputs of none.
+    geometry: Geometry | None = None
     gpus: GpuSelection = field(default_factory=GpuSelection)  # the GPUs /metrics shows
     cycles: int = 0
     last_cycle_duration: float | None = None  # seconds, all sources together

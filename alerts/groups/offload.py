@@ -134,7 +134,9 @@ def alerts(c: Config) -> list[Alert]:
                 f"As of {t.now()}, the offload snapshot of generation "
                 f"{{{{ $labels.generation }}}} on {t.target} failed a geometry rule: row and "
                 "page capacity times record bytes within the budget, resident bytes within the "
-                "budget, lookup hits plus misses not above lookups (/status names the rule). "
+                "budget, lookup hits plus misses not above lookups, or (with --expect-layout) "
+                "each slab's record bytes as the pinned model layout derives them (/status "
+                "names the rule, and for the layout the record bytes expected and found). "
                 "Offload figures of this generation are not evidence until it holds again."
             ),
             meaning="`helios_offload_geometry_consistent == 0` (per `generation`)",

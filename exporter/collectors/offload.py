@@ -22,6 +22,7 @@ from prometheus_client.core import Metric
 from exporter import derive, geometry
 from exporter.collectors.families import counter, gauge
 from exporter.derive import EnginePicture
+from exporter.geometry import Geometry
 from exporter.labels import EVICTION_OUTCOMES
 from exporter.restore.window import RestoreState
 from exporter.snapshot import Offload, Snapshot
@@ -33,10 +34,14 @@ _INFLIGHT_HELP = ("Snapshot admission.inflight_requests; during a restore window
 
 class OffloadCollector:
     def __init__(
-        self, engine: Callable[[], EnginePicture], restore: Callable[[], RestoreState]
+        self, engine: Callable[[], EnginePicture], restore: Callable[[], RestoreState],
+        geometry: Callable[[], Geometry | None] | None = None,
     ) -> None:
+        """`geometry`: the view's rules of the engine's snapshot (with --expect-layout's records);
+        without it the arithmetic rules are checked here, on the snapshot alone."""
         self._engine = engine
         self._restore = restore
+        self._geometry = geometry
 
     def collect(self) -> Iterator[Metric]:
         eng = self._engine()
@@ -60,7 +65,9 @@ class OffloadCollector:
             return  # stale values are not shown as current outside a restore window
         yield from _identity(snap)
         if eng.snapshot_current and snap.offload is not None:
-            yield from _offload(snap.generation, snap.offload, eng.headroom)
+            geo = (self._geometry() if self._geometry is not None
+                   else geometry.check(snap.offload))
+            yield from _offload(snap.generation, snap.offload, eng.headroom, geo)
 
 
 def _identity(snap: Snapshot) -> Iterator[Metric]:
@@ -102,7 +109,8 @@ def _identity(snap: Snapshot) -> Iterator[Metric]:
             yield inflight
 
 
-def _offload(gen: str, off: Offload, headroom: derive.Headroom | None) -> Iterator[Metric]:
+def _offload(gen: str, off: Offload, headroom: derive.Headroom | None,
+             geo: Geometry | None) -> Iterator[Metric]:
     if off.slabs:
         cap = gauge("helios_offload_slab_capacity",
                     "Snapshot offload.slabs.<kind>.capacity: records the slab holds.", [G, "kind"])
@@ -158,12 +166,13 @@ def _offload(gen: str, off: Offload, headroom: derive.Headroom | None) -> Iterat
         yield c
     if off.lookups is not None:
         yield from _lookups(gen, off)
-    if (geo := geometry.check(off)) is not None:
+    if geo is not None:
         consistent = gauge(
             "helios_offload_geometry_consistent",
             "1 when the snapshot's offload arithmetic holds: slabs' capacity x record_bytes within "
             "budget_bytes, resident.bytes within budget_bytes, lookups hits + misses within "
-            "lookups.total (the rules checked are those whose fields the snapshot has; /status "
+            "lookups.total, and with --expect-layout each slab's record_bytes as the layout "
+            "derives it (the rules checked are those whose fields the snapshot has; /status "
             "names a failed one).",
             [G],
         )

@@ -144,8 +144,23 @@ def geometry_rows(status: Mapping[str, Any]) -> list[Row]:
     rules = field(geometry, "rules") if isinstance(geometry, Mapping) else geometry
     if not isinstance(rules, list):
         return []
-    return [Row(str(r.get("rule")), passed(r.get("ok")), detail=(text(r.get("detail")),))
+    return [Row(str(r.get("rule")), passed(r.get("ok")), expected=_records(r, "expected"),
+                found=_records(r, "found"), detail=(text(r.get("detail")),))
             for r in rules if isinstance(r, Mapping)]
+
+
+def _records(rule: Mapping[str, Any], key: str) -> Cell:
+    """The layout rule's record bytes by slab kind (`row 163,586,048 B, page 1,048,576 B`, the
+    expected ones with the layout's name); () for a rule without them."""
+    values = rule.get(key)
+    if not isinstance(values, Mapping) or not values:
+        return ()
+    shown = ", ".join(f"{k} {v:,} B" if isinstance(v, int) and not isinstance(v, bool)
+                      else f"{k} unknown" for k, v in values.items())
+    layout = rule.get("layout")
+    if key == "expected" and isinstance(layout, str):
+        return (shown, "by layout", code(layout))
+    return (shown,)
 
 
 def pins_blocks(status: Mapping[str, Any], pins: list[Row], rules: list[Row]) -> tuple[Block, ...]:
@@ -167,6 +182,12 @@ def pins_blocks(status: Mapping[str, Any], pins: list[Row], rules: list[Row]) ->
     elif not rules:
         blocks.append(Para((UNKNOWN, "offload geometry: the snapshot carries no offload "
                                      "figures to check")))
+    elif any(r.expected or r.found for r in rules):  # --expect-layout: the records beside
+        blocks.append(Table("Offload geometry: does the snapshot's byte arithmetic hold, and "
+                            "are its records the pinned layout's?",
+                            ("rule", "result", "expected", "found", "arithmetic"),
+                            tuple(((Code(r.name),), (r.result,), r.expected, r.found, r.detail)
+                                  for r in rules)))
     else:
         blocks.append(Table("Offload geometry: does the snapshot's byte arithmetic hold?",
                             ("rule", "result", "arithmetic"),

@@ -85,7 +85,8 @@ def build(status: Mapping[str, Any], now: float) -> Report:
                                     "found", *pin.found)))
     for rule in rules:
         if rule.result is FAILED:
-            summary.append(("bad", (FAILED, "offload geometry", Code(rule.name), *rule.detail)))
+            summary.append(("bad", (FAILED, "offload geometry", Code(rule.name),
+                                    *(rule.why() or rule.detail))))
     for src in sources:
         # With the engine down, its two sources failing says nothing more.
         if src.result is FAILED and not (engine_down and src.name in ENGINE_SOURCES):
