@@ -179,13 +179,30 @@ def build(settings: Settings) -> db.Dashboard:
         q(_rate_total("helios_offload_eviction_attempts_total", 'pressure="row"'),
           "all row attempts {{instance}}", ref="B"),
         min_val=0), 8, 8)
+    page, row = o.s('kind="page"'), o.s('kind="row"')
+    grid.add(ts_panel(
+        "Rows the free page bytes could hold",
+        "The page slab's free bytes in whole rows (free pages x page record bytes / row record "
+        "bytes; the recording rule helios:offload_rows_in_free_page_bytes:floor, here per "
+        "generation), against the row slab's capacity. Read beside row pressure: rows evicted "
+        "while this stays high is budget idle in pages. What a partition at the same budget "
+        "would give is `helios-exporter geometry --partitions`, and it is chosen from measured "
+        "demand, not from this line.",
+        units.Short,
+        q(f"floor(\n  (helios_offload_slab_free{page}\n"
+          f"   * helios_offload_slab_record_bytes{page})\n"
+          f"  / ignoring (kind)\n  helios_offload_slab_record_bytes{row}\n)",
+          "rows in free pages {{instance}} {{generation}}", ref="A"),
+        q(f"helios_offload_slab_capacity{row}",
+          "row capacity {{instance}} {{generation}}", ref="B"),
+        min_val=0), 8, 7)
     grid.add(ts_panel(
         "Retired leaves",
         "Leaves of the prefix index retired per second by eviction, by the record kind freed. "
         "High churn with a low hit ratio means the working set does not fit.",
         units.OpsPerSecond,
         q(_rate("helios_offload_retired_leaves_total", "kind"), "{{kind}} {{instance}}"),
-        min_val=0), 12, 7)
+        min_val=0), 8, 7)
     grid.add(ts_panel(
         "Ancestor row compactions",
         "Rows freed per second from single-child ancestors (their pages and child stay) when no "
@@ -193,7 +210,7 @@ def build(settings: Settings) -> db.Dashboard:
         "'evicted' misses.",
         units.OpsPerSecond,
         q(_rate_total("helios_offload_ancestor_compactions_total"), "{{instance}}"),
-        min_val=0), 12, 7)
+        min_val=0), 8, 7)
 
     grid.row("Lookups and host tier")
     grid.add(ts_panel(

@@ -1,6 +1,6 @@
 """The host offload records a pinned model layout implies, and the slabs a budget gives them.
 
-Planning note 000 step 1: derive exact `page_record_bytes` and `row_record_bytes` from the pinned
+Seed 000 step 1: derive exact `page_record_bytes` and `row_record_bytes` from the pinned
 model layout, never from a generic model size. A layout file (JSON, docs/interface.md section 9)
 names the attention and recurrent shapes, the tensor-parallel degree and the engine's limits.
 Per rank, a KV page record holds

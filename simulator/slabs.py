@@ -73,7 +73,7 @@ class NamedGeometry:
 
 # seed-001's row record: what tests/fixtures/layouts/seed-001.json derives (exporter/layout.py;
 # tests/simulator/test_sim_geometry.py ties the two). 52 of them fill a quarter of 32 GiB, as the
-# 52 resident host records of planning note 001 did.
+# 52 resident host records of seed 001 did.
 SEED_001_ROW_RECORD_BYTES = 163_586_048
 
 GEOMETRIES: dict[str, NamedGeometry] = {
@@ -85,7 +85,7 @@ GEOMETRIES: dict[str, NamedGeometry] = {
     "seed-001": NamedGeometry(
         SlabGeometry(row_record_bytes=SEED_001_ROW_RECORD_BYTES), 3,
         "32 GiB, a quarter to rows: 52 rows of 163586048 B, 24655 pages of 1 MiB, 3 stores per "
-        "request (note 001's tier; the records of tests/fixtures/layouts/seed-001.json)"),
+        "request (seed 001's tier; the records of tests/fixtures/layouts/seed-001.json)"),
 }
 DEFAULT_GEOMETRY = "generic"
 

@@ -35,6 +35,10 @@ PER_REQUEST = ("offload_prompt_tokens_reused", "offload_host_stores", "offload_h
 REQUESTS_SOURCE = "helios_engine_native_e2e_request_latency_seconds_count"
 
 
+# The rows the free page bytes could hold (the offload dashboard's panel beside row pressure).
+ROWS_IN_FREE_PAGES = "helios:offload_rows_in_free_page_bytes:floor"
+
+
 def rate_name(c: Config, metric: str) -> str:
     return f"helios:{metric}:rate{c.rate_window}"
 
@@ -126,6 +130,26 @@ def offload(c: Config) -> list[Record]:
             "/ ignoring (pressure)\n"
             f"({q.sel(rate_name(c, 'offload_eviction_attempts'), pressure='row')} > 0)",
             "Share of row-pressure eviction attempts made while the page slab had headroom.",
+        ),
+        Record(
+            ROWS_IN_FREE_PAGES,
+            GROUP_PRESSURE,
+            "max without (generation) (\n"
+            + indent(
+                "floor(\n"
+                + indent(
+                    f"({q.sel('helios_offload_slab_free', kind='page')}\n"
+                    f" * {q.sel('helios_offload_slab_record_bytes', kind='page')})\n"
+                    "/ ignoring (kind)\n"
+                    f"{q.sel('helios_offload_slab_record_bytes', kind='row')}"
+                )
+                + "\n)"
+            )
+            + "\n)",
+            "Whole rows the page slab's free bytes could hold (free pages x page record bytes / "
+            "row record bytes): beside row pressure, what a row/page partition at the same "
+            "budget could move. Read, not acted on: seed 000 step 2 wants the partition chosen "
+            "from measured demand, not from this.",
         ),
         Record(
             requests_name(c),

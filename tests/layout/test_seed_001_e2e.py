@@ -1,4 +1,4 @@
-"""Planning note 001's control block, reproduced: `helios-exporter simulate --geometry seed-001
+"""Seed 001's control block, reproduced: `helios-exporter simulate --geometry seed-001
 --scenario idle` driven by `helios-exporter probe` with the bundled probe-52 corpus, through a
 sidecar (`serve`, one-hour poll interval: only the phase edges' captures see the traffic), all
 real processes on 127.0.0.1. The figures come from the evidence's deltas and, for what stays
@@ -12,7 +12,7 @@ Tolerances (docs/simulator.md tabulates the seed's figure beside the measured on
 - resident host records at the end: 52, exactly;
 - resident bytes: within 0.005 GiB of the seed's 8.73 GiB (what its two decimals allow).
 
-The row record was chosen from note 001's 52 records and 8.73 GiB (tests/fixtures/layouts/
+The row record was chosen from seed 001's 52 records and 8.73 GiB (tests/fixtures/layouts/
 README.md), so the last two are a fit; the others are outcomes. Forward then reverse must hit.
 """
 
@@ -36,7 +36,7 @@ LAYOUT = FIXTURES / "layouts" / "seed-001.json"
 TOKEN = "seed-001-Token-0123456789abcdef"
 GIB = 1 << 30
 BODIES = 52
-# The seed's figures (note 001, "Current evidence") and this test's tolerance on each.
+# The seed's figures (seed 001, "Current evidence") and this test's tolerance on each.
 SEED_REUSED_PER_REQUEST, REUSED_TOLERANCE = 9, 0.5
 SEED_STORES_PER_REQUEST = 3
 SEED_RESIDENT_RECORDS = 52
