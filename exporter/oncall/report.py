@@ -193,10 +193,15 @@ def _next_steps(status: Mapping[str, Any], window: Mapping[str, Any] | None, now
     if any(p.result is FAILED for p in pins):
         steps.append(("The engine does not match a pin: compare expected and found under",
                       Link("Pins", "#pins"), "and see", _runbook("HeliosEnginePinMismatch")))
-    if any(r.result is FAILED for r in rules):
+    failed_rules = {r.name for r in rules if r.result is FAILED}
+    if failed_rules - {"record_bytes_match_layout"}:
         steps.append(("The offload snapshot's arithmetic does not hold (the failed rule is under",
                       Link("Pins and offload geometry", "#pins"), "); see",
                       _runbook("HeliosOffloadGeometryInconsistent")))
+    if "record_bytes_match_layout" in failed_rules:
+        steps.append(("The engine's offload records are not those of the pinned model layout: "
+                      "compare expected and found under", Link("Pins and offload geometry", "#pins"),
+                      "and see", _runbook("HeliosOffloadGeometryInconsistent")))
     restore = mapping(status.get("restore"))
     if _recent_restart(restore, now) is not None:
         steps.append(("The engine restarted outside a restore window: runs across it are "

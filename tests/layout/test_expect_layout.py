@@ -117,6 +117,9 @@ def test_the_sidecar_against_an_engine_with_other_records(tmp_path: Path) -> Non
     # the geometry table, with the expected and found records beside the arithmetic
     assert ("record_bytes_match_layout FAILED row 163,586,048 B, page 1,048,576 B by layout "
             "seed-001 row 16,777,216 B, page 1,048,576 B row 16777216 != 163586048") in shown
+    assert ("The engine's offload records are not those of the pinned model layout: compare "
+            "expected and found under Pins and offload geometry") in shown
+    assert "arithmetic does not hold" not in shown
     # and the summary at the top
     assert ("FAILED offload geometry record_bytes_match_layout expected row 163,586,048 B, page "
             "1,048,576 B by layout seed-001 found row 16,777,216 B") in shown
