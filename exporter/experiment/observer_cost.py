@@ -248,7 +248,7 @@ def execute(args: argparse.Namespace, sidecar: SidecarClient) -> int:
                 r.records.append(record)
                 doc = r.save()
                 judged = next(s for s in doc["steps"] if s["phase"] == step.phase)
-                _progress(judged)
+                _progress(judged, args.latency_source)
                 if r.stopped:
                     _err(f"stopping: {r.stopped}")
                     break
@@ -262,12 +262,12 @@ def execute(args: argparse.Namespace, sidecar: SidecarClient) -> int:
     return _finish(r, interrupted)
 
 
-def _progress(step: Mapping[str, Any]) -> None:
+def _progress(step: Mapping[str, Any], source: str) -> None:
     f = step["figures"]
     what = "valid" if step["valid"] else "INVALID: " + "; ".join(
         c["check"] for c in step["checks"] if c["ok"] is not True)
-    mean = f["engine"]["mean"] if f["engine"]["mean"] is not None else f["client"]["mean"]
-    print(f"{step['phase']}: {f['answered']}/{f['sent']} answered, mean "
+    mean = f[source]["mean"]
+    print(f"{step['phase']}: {f['answered']}/{f['sent']} answered, {source} mean "
           f"{'-' if mean is None else f'{mean:.4f} s'}; {what}", file=sys.stderr)
 
 
