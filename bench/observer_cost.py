@@ -90,7 +90,10 @@ def switch(action: str, state: Path, engine: str) -> int:
 def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     procs = Procs(work)
     state = work / "observer.json"
-    me = [PYTHON, str(Path(__file__).resolve()), "switch"]
+    # Relative to the repository (observer-cost runs the switch there): no machine's paths in
+    # the stored result.
+    python = os.path.relpath(PYTHON, ROOT) if Path(PYTHON).is_relative_to(ROOT) else PYTHON
+    me = [python, str(Path(__file__).resolve().relative_to(ROOT)), "switch"]
     try:
         _, engine = procs.simulator("--time-scale", str(args.time_scale), scenario="idle",
                                     seed=7)

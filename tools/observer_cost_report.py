@@ -3,7 +3,7 @@ commands against the simulated engine: `python -m tools.observer_cost_report` (a
 
 It starts `helios-exporter simulate --scenario idle --seed 1 --time-scale 20 --trace-cost 0.05`
 and a sidecar on free ports of 127.0.0.1, runs `observer-cost` exactly as the page shows it (the
-trace switched with curl, C1 and C4, three repetitions an arm, seed 7) in a temporary folder,
+trace switched with curl, C1 and C4, three repetitions an arm of 64 requests, seed 7) in a temporary folder,
 and copies plan.json, observer-cost.json, observer-cost.md and observer-cost.png into
 docs/experiments/observer-cost/. A command that fails stops it with its output.
 """
@@ -46,7 +46,7 @@ def main() -> int:
                  "--sidecar", sidecar, "--token-file", "token", "--corpus",
                  "fixture-1024.jsonl", "--on", trace + " '{\"enabled\": true}'",
                  "--off", trace + " '{\"enabled\": false}'", "--out", "trace",
-                 "--name", "trace", "--seed", "7"],
+                 "--name", "trace", "--seed", "7", "--requests", "64"],
                 cwd=work, capture_output=True, text=True, check=False, timeout=600)
             if done.returncode != 0:
                 sys.exit(f"observer-cost: exit {done.returncode}\n{done.stdout}{done.stderr}")
