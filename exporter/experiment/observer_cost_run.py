@@ -169,7 +169,14 @@ def send(client: httpx.Client, bodies: Sequence[bytes], requests: int,
             if position is None:
                 return
             index = position % len(bodies)
-            records[position] = _one(client, bodies[index], position, index, hashes[index], t0)
+            try:
+                records[position] = _one(client, bodies[index], position, index, hashes[index],
+                                         t0)
+            except Exception as exc:  # recorded, never lost: the check names it
+                records[position] = {"position": position, "index": index,
+                                     "sha256": hashes[index], "ok": False, "status": None,
+                                     "seconds": None, "completion_tokens": None,
+                                     "error": f"{type(exc).__name__}: {exc}"}
 
     threads = [threading.Thread(target=worker, name=f"observer-cost-{i}", daemon=True)
                for i in range(concurrency)]

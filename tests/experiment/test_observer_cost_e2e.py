@@ -140,3 +140,32 @@ def test_a_drop_a_short_output_a_clock_jump_and_a_restart_each_invalidate_their_
     md = (tmp_path / "out" / "observer-cost.md").read_text()
     assert all(f"`{s['phase']}` | {s['arm']} | **no**" in md for s in reps)
     assert "Cannot conclude: 4 repetition(s) are invalid" in done.stdout
+
+
+def test_a_failing_switch_stops_the_run_and_the_report_says_so(procs: Procs,
+                                                                tmp_path: Path) -> None:
+    engine, sidecar, token = stack(procs, tmp_path, 0.0)
+    out = tmp_path / "out"
+    corpus = tmp_path / "fixture.jsonl"
+    corpus.write_text(subprocess.run([PYTHON, "-m", "simulator", "corpus", "fixture-1024"],
+                                     cwd=ROOT, capture_output=True, text=True, check=True,
+                                     timeout=60).stdout)
+    done = subprocess.run(
+        [PYTHON, "-m", "exporter", "observer-cost", "--engine-url", engine, "--sidecar", sidecar,
+         "--token-file", str(token), "--corpus", str(corpus), "--out", str(out), "--on",
+         "echo cannot reach the tracer; exit 3", "--off", "true", "--concurrency", "1",
+         "--repetitions", "2", "--requests", "4", "--seed", "7", "--name", "s"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1, done.stderr
+    assert "stopping: the --on command before s/c1/on-1 exited 3" in done.stderr
+    doc = json.loads((out / "observer-cost.json").read_text())
+    assert not doc["complete"] and "exited 3" in doc["stopped"]
+    (result,) = doc["results"]
+    assert result["verdict"] == "cannot_conclude"
+    plan = [s["phase"] for s in json.loads((out / "plan.json").read_text())["steps"]]
+    ran = [s["phase"] for s in doc["steps"] if s.get("begin")]
+    assert ran == plan[:plan.index("s/c1/on-1")]  # everything before the first on, no more
+    assert all(s["stopped"] for s in doc["steps"] if s["phase"] not in ran
+               and s["phase"] != "s/c1/on-1")
+    assert "cannot reach the tracer" in (out / "switch.log").read_text()
+    assert "**Incomplete**" in (out / "observer-cost.md").read_text()
