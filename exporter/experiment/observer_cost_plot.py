@@ -27,6 +27,7 @@ from exporter.experiment.observer_cost_report import VERDICT_WORDS, what_ran
 DPI = 110
 # Okabe-Ito: off and on arms, the two sources.
 OFF, ON, BAD = "#0072B2", "#D55E00", "#CC0000"
+SOURCES = ("engine", "client")
 SOURCE_MARKERS = {"engine": "o", "client": "s"}
 SOURCE_LABELS = {"engine": "engine histogram", "client": "client clock"}
 
@@ -77,15 +78,21 @@ def _repetitions(ax: Any, doc: Mapping[str, Any], result: Mapping[str, Any]) -> 
             filled = src == "engine"
             ax.plot(j + 1 + (k - 0.5) * 0.18, y, SOURCE_MARKERS[src], ms=7, color=colour,
                     mfc=colour if filled else "white", mew=1.5)
-            if not s["valid"] and k == 0:
-                ax.plot(j + 1, y, "x", ms=16, mew=2.5, color=BAD)
         for arm, colour in (("off", OFF), ("on", ON)):
             mean = (result["arms"][arm].get(src) or {}).get("mean")
             y = _relative(mean, base)
             if y is not None:
                 ax.axhline(y, color=colour, lw=1, ls="-" if src == "engine" else ":", alpha=0.7)
     bad = [s for s in steps if not s["valid"]]
-    for s in bad:
+    for s in bad:  # crossed out where its first known figure is
+        j = steps.index(s)
+        for src in ("engine", "client"):
+            y = _relative(s["figures"][src]["mean"],
+                          (result["arms"]["off"].get(src) or {}).get("mean"))
+            if y is not None:
+                ax.plot(j + 1 + (SOURCES.index(src) - 0.5) * 0.18, y, "x", ms=16, mew=2.5,
+                        color=BAD)
+                break
         ax.annotate("invalid", (steps.index(s) + 1, 0), xytext=(0, -28),
                     textcoords="offset points", ha="center", color=BAD, fontsize=8,
                     xycoords=("data", "axes fraction"))
@@ -144,7 +151,7 @@ def _differences(ax: Any, doc: Mapping[str, Any]) -> None:
     ax.set_yticks(range(len(labels)), labels, fontsize=9)
     ax.set_ylim(len(labels) - 0.4, -0.6)
     left, right = ax.get_xlim()
-    ax.set_xlim(min(left, -1.0), max(right, 1.0) + (right - left) * 0.35)
+    ax.set_xlim(min(left, -1.0), max(right, 1.0) + (right - left) * 0.45)
     ax.set_xlabel(f"on arm's mean latency over the off arm's, minus 1 (%), with its {level:.0f} % "
                   "interval from the repetitions")
     ax.grid(axis="x", alpha=0.3)
