@@ -4,12 +4,14 @@ commands against the simulated engine: `python -m tools.observer_cost_report` (a
 It starts `helios-exporter simulate --scenario idle --seed 1 --time-scale 20 --trace-cost 0.05`
 and a sidecar on free ports of 127.0.0.1, runs `observer-cost` exactly as the page shows it (the
 trace switched with curl, C1 and C4, three repetitions an arm of 64 requests, seed 7) in a temporary folder,
-and copies plan.json, observer-cost.json, observer-cost.md and observer-cost.png into
-docs/experiments/observer-cost/. A command that fails stops it with its output.
+copies plan.json, observer-cost.json, observer-cost.md and observer-cost.png into
+docs/experiments/observer-cost/, and puts the report's result into docs/experiments.md (the block
+after its `observer-cost result` marker). A command that fails stops it with its output.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import shutil
 import subprocess
@@ -20,6 +22,8 @@ from pathlib import Path
 from tools.harness import PYTHON, ROOT, Procs
 
 OUT = ROOT / "docs" / "experiments" / "observer-cost"
+PAGE = ROOT / "docs" / "experiments.md"
+MARKER = "<!-- observer-cost result: tests/experiment/test_observer_cost_docs.py -->\n"
 FILES = ("plan.json", "observer-cost.json", "observer-cost.md", "observer-cost.png")
 ENGINE = ("--seed", "1", "--time-scale", "20", "--trace-cost", "0.05")
 
@@ -56,8 +60,25 @@ def main() -> int:
         OUT.mkdir(parents=True, exist_ok=True)
         for name in FILES:
             shutil.copyfile(work / "trace" / name, OUT / name)
-    print(f"wrote {', '.join(str((OUT / n).relative_to(ROOT)) for n in FILES)}")
+    show_result()
+    print(f"wrote {', '.join(str((OUT / n).relative_to(ROOT)) for n in FILES)} and "
+          f"{PAGE.relative_to(ROOT)}")
     return 0
+
+
+def result_block(report: str) -> str:
+    """The report's result: its table and one sentence per concurrency."""
+    found = re.search(r"## Result\n\n(.*?)\n\n!\[", report, re.S)
+    if found is None:
+        sys.exit("observer-cost.md has no result section")
+    return found.group(1)
+
+
+def show_result() -> None:
+    """The page's copy of the result, between the marker and the paragraph after it."""
+    head, rest = PAGE.read_text().split(MARKER)
+    tail = rest[rest.index("\n\nTop:"):]
+    PAGE.write_text(head + MARKER + result_block((OUT / "observer-cost.md").read_text()) + tail)
 
 
 if __name__ == "__main__":

@@ -8,16 +8,10 @@ import re
 
 from exporter.experiment.observer_cost_report import MD_FILE, PICTURE_FILE, markdown
 from tests.conftest import ROOT
+from tools.observer_cost_report import MARKER, result_block
 
 RUN = ROOT / "docs" / "experiments" / "observer-cost"
 DOC = ROOT / "docs" / "experiments.md"
-
-
-def result_block(report: str) -> str:
-    """The report's result: its table and one sentence per concurrency."""
-    found = re.search(r"## Result\n\n(.*?)\n\n!\[", report, re.S)
-    assert found is not None
-    return found.group(1)
 
 
 def test_the_committed_report_is_its_json_rendered() -> None:
@@ -36,8 +30,8 @@ def test_the_committed_run_finds_the_simulated_cost() -> None:
 
 
 def test_the_page_shows_the_reports_result() -> None:
-    shown = re.search(r"<!-- observer-cost result[^>]*-->\n(.*?)\n\nTop:", DOC.read_text(), re.S)
+    shown = re.search(re.escape(MARKER) + r"(.*?)\n\nTop:", DOC.read_text(), re.S)
     assert shown is not None
     assert shown.group(1) == result_block((RUN / MD_FILE).read_text()), (
-        "paste the Result section of docs/experiments/observer-cost/observer-cost.md into "
-        "docs/experiments.md section 5")
+        "docs/experiments.md section 5 does not show the committed report's result: "
+        "python -m tools.observer_cost_report")
