@@ -1,29 +1,34 @@
-"""What observing costs the engine: request latency at the client with the sidecar off, polling
-every 5 s and every 1 s; matched, repeated, with the spread; and the engine-side requests and
-bytes the sidecar causes per poll interval.
+"""What the sidecar's polling costs the engine, measured by `helios-exporter observer-cost` with
+the polling as the observer (docs/experiments.md section 5).
 
-    .venv/bin/python bench/observer_cost.py [--reps 3] [--seconds 20] [--time-scale 100] [--json PATH]
+    .venv/bin/python bench/observer_cost.py [--repetitions 3] [--requests 1600] [--json PATH]
 
-Each repetition runs every arm once, in a rotated order (off, 5 s, 1 s; then 5 s, 1 s, off; ...),
-recorded in the result. An arm is a fresh simulated engine (`simulate --scenario idle`, the same
-seed every time) and, unless off, a fresh sidecar (`serve --no-nvml --poll-interval S`). The
-client primes the `small-12` corpus once (so that later requests hit the host tier, a steady
-state), then sends its bodies in a loop at concurrency 1 for `--seconds`, timing every request
-with `time.perf_counter()` around the HTTP call. The engine's own latency histogram cannot show an
-observer's cost (it records modelled latency), so only the client's clock is used.
+One simulated engine (`simulate --scenario idle --time-scale F`, seed 7) for the whole run, one
+sidecar that only brackets the phases (`--poll-interval 3600`: it polls at phase edges and
+nowhere else), and the observer: a second sidecar polling at the production interval (5 s, from
+exporter.defaults), started by `--on` and stopped by `--off` (this script's `switch on|off`). The
+command warms C1 and C4 on their own, runs the fixture-1024 corpus `--requests` times a
+repetition in an order drawn from `--seed`, checks every repetition and judges on the client's
+clock: the simulator's histogram records the latency it models, which polling does not touch, so
+only the client can see what polling costs. The benchmark's JSON keeps observer-cost.json under
+`observer_cost` without the per-request records and edge readings, which stay in the run's folder
+(`run`).
 
-`--time-scale` makes each request's modelled latency 1/F of real time (at 100 a hit takes about
-3 ms of sleep), so the engine's CPU work per request, which the sidecar's polls compete with, is a
-visible part of what the client measures. The engine-side figures come from the sidecar's own
-counters (`helios_exporter_engine_requests_total`, `helios_exporter_engine_response_bytes_total`,
-`helios_exporter_poll_cycles_total`) read at the end of its arm.
+`switch on|off --state FILE` is the observer's switch: `on` starts the polling sidecar detached
+and returns once its /readyz answers; `off` stops the one FILE names (SIGTERM, then SIGKILL).
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,140 +36,138 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import ROOT, Procs, install_sigterm, loadavg, percentile, write_json
+from benchlib import PYTHON, ROOT, Procs, free_port, install_sigterm, loadavg, machine, write_json
 
 sys.path.insert(0, str(ROOT))
-from simulator.corpora import lane
-from tools.harness import families
+from exporter.defaults import POLL_INTERVAL
+from simulator.corpora import write_corpus
 
-ARMS: tuple[tuple[str, float | None], ...] = (("off", None), ("5 s", 5.0), ("1 s", 1.0))
-CORPUS = "small-12"
-
-
-def _order(rep: int) -> list[tuple[str, float | None]]:
-    k = rep % len(ARMS)
-    return list(ARMS[k:] + ARMS[:k])
+TOKEN = "bench-observer-0123456789abcdef"
 
 
-def _engine_side(sidecar_url: str) -> dict[str, Any]:
-    fams = families(httpx.get(sidecar_url + "/metrics", timeout=10).text)
-    requests: dict[str, float] = {}
-    for s in fams["helios_exporter_engine_requests"].samples:
-        if s.name.endswith("_total"):
-            requests[s.labels["path"]] = requests.get(s.labels["path"], 0.0) + s.value
-    body = {s.labels["path"]: s.value for s in fams["helios_exporter_engine_response_bytes"].samples
-            if s.name.endswith("_total")}
-    cycles = next(s.value for s in fams["helios_exporter_poll_cycles"].samples
-                  if s.name.endswith("_total"))
-    return {"requests_by_path": requests, "bytes_by_path": body, "poll_cycles": cycles}
+# -- the observer's switch (run by observer-cost's --on / --off) --------------------------------
+def switch(action: str, state: Path, engine: str) -> int:
+    """Start or stop the polling sidecar whose pid and port `state` keeps."""
+    if action == "off":
+        if not state.exists():
+            return 0
+        pid = json.loads(state.read_text())["pid"]
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                os.kill(pid, 0)  # ProcessLookupError once it is gone
+                time.sleep(0.05)
+            os.kill(pid, signal.SIGKILL)
+        state.unlink()
+        return 0
+    if state.exists():
+        return 0  # on already
+    port = free_port()
+    log = state.with_suffix(".log").open("ab")
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "exporter", "serve", "--engine-url", engine,
+         "--listen", f"127.0.0.1:{port}", "--poll-interval", str(POLL_INTERVAL), "--no-nvml",
+         "--state-dir", str(state.with_suffix(".state")), "--log-format", "json"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True)
+    state.write_text(json.dumps({"pid": proc.pid, "port": port}))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                return 0
+        if proc.poll() is not None:
+            print(f"the polling sidecar exited {proc.returncode}", file=sys.stderr)
+            state.unlink()
+            return 1
+        time.sleep(0.1)
+    print("the polling sidecar did not become ready in 60 s", file=sys.stderr)
+    return 1
 
 
-def one_arm(procs: Procs, interval: float | None, seconds: float, time_scale: float,
-            seed: int) -> dict[str, Any]:
-    _, engine = procs.simulator("--time-scale", str(time_scale), scenario="idle", seed=seed,
-                                name=f"engine-{len(procs.procs)}")
-    sidecar = None
-    if interval is not None:
-        _, sidecar = procs.sidecar(engine, "--poll-interval", str(interval),
-                                   name=f"sidecar-{len(procs.procs)}")
-    bodies = [line.encode() for line in lane(CORPUS).lines()]
-    latencies: list[float] = []
-    failed = 0
-    with httpx.Client(base_url=engine, timeout=30) as client:
-        headers = {"content-type": "application/json"}
-        for body in bodies:  # prime: the rest of the arm hits the host tier
-            client.post("/v1/completions", content=body, headers=headers)
+# -- the benchmark ------------------------------------------------------------------------------
+def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    procs = Procs(work)
+    state = work / "observer.json"
+    # Relative to the repository (observer-cost runs the switch there): no machine's paths in
+    # the stored result.
+    python = os.path.relpath(PYTHON, ROOT) if Path(PYTHON).is_relative_to(ROOT) else PYTHON
+    me = [python, str(Path(__file__).resolve().relative_to(ROOT)), "switch"]
+    try:
+        _, engine = procs.simulator("--time-scale", str(args.time_scale), scenario="idle",
+                                    seed=7)
+        token = work / "token"
+        token.write_text(TOKEN + "\n")
+        _, sidecar = procs.sidecar(engine, "--events-token-file", str(token),
+                                   "--poll-interval", "3600", name="bracket")
+        corpus = work / "fixture-1024.jsonl"
+        with corpus.open("w") as f:
+            write_corpus("fixture-1024", f)
+        out = work / "run"
+        command = [
+            PYTHON, "-m", "exporter", "observer-cost", "--engine-url", engine,
+            "--sidecar", sidecar, "--token-file", str(token), "--corpus", str(corpus),
+            "--out", str(out), "--latency-source", "client", "--seed", str(args.seed),
+            "--repetitions", str(args.repetitions), "--requests", str(args.requests),
+            "--settle", str(args.settle), "--name", "bench-polling",
+            "--on", shlex.join([*me, "on", "--state", str(state), "--engine-url", engine]),
+            "--off", shlex.join([*me, "off", "--state", str(state), "--engine-url", engine])]
         started = time.monotonic()
-        i = 0
-        while time.monotonic() - started < seconds:
-            t0 = time.perf_counter()
-            resp = client.post("/v1/completions", content=bodies[i % len(bodies)],
-                               headers=headers)
-            elapsed = time.perf_counter() - t0
-            if resp.status_code == 200:
-                latencies.append(elapsed)
-            else:
-                failed += 1
-            i += 1
-        wall = time.monotonic() - started
-    out: dict[str, Any] = {
-        "requests": len(latencies), "failed": failed, "seconds": wall,
-        "mean_ms": statistics.fmean(latencies) * 1000,
-        "median_ms": statistics.median(latencies) * 1000,
-        "p95_ms": percentile(latencies, 95) * 1000, "p99_ms": percentile(latencies, 99) * 1000,
-    }
-    if sidecar is not None:
-        side = _engine_side(sidecar)
-        out["engine_side"] = side
-        # Per poll interval: what one cycle asks of the engine (every cycle since the sidecar
-        # started, the first included), by path.
-        cycles = side["poll_cycles"] or 1.0
-        out["per_poll"] = {"requests": sum(side["requests_by_path"].values()) / cycles,
-                           "bytes": sum(side["bytes_by_path"].values()) / cycles,
-                           "bytes_by_path": {k: v / cycles
-                                             for k, v in side["bytes_by_path"].items()}}
-    procs.stop_all()
-    procs.procs.clear()
-    return out
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False,
+                              timeout=args.max_seconds)
+        print(done.stderr, file=sys.stderr, end="")
+        doc = json.loads((out / "observer-cost.json").read_text())
+    finally:
+        switch("off", state, "")
+        procs.stop_all()
+    m = machine()
+    return {"benchmark": "observer_cost",
+            "measured": {"date": m["date"], "git_commit": m["git_commit"],
+                         "exporter_tree_dirty": m["exporter_tree_dirty"]},
+            "time_scale": args.time_scale, "poll_interval": POLL_INTERVAL,
+            "exit_code": done.returncode, "seconds": time.monotonic() - started,
+            "observer_cost": compact(doc), "run": str(out), "loadavg_after": loadavg()}
 
 
-def summarise(reps: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, _ in ARMS:
-        means = [r["arms"][name]["mean_ms"] for r in reps]
-        medians = [r["arms"][name]["median_ms"] for r in reps]
-        arm: dict[str, Any] = {
-            "rep_means_ms": means, "mean_ms": statistics.fmean(means),
-            "spread_ms": max(means) - min(means), "rep_medians_ms": medians,
-            "median_of_medians_ms": statistics.median(medians),
-            "requests": sum(r["arms"][name]["requests"] for r in reps),
-            "failed": sum(r["arms"][name]["failed"] for r in reps),
-        }
-        per_poll = [r["arms"][name]["per_poll"] for r in reps if "per_poll" in r["arms"][name]]
-        if per_poll:
-            interval = dict(ARMS)[name]
-            assert interval is not None
-            arm["per_poll_requests"] = statistics.fmean(p["requests"] for p in per_poll)
-            arm["per_poll_bytes"] = statistics.fmean(p["bytes"] for p in per_poll)
-            arm["engine_requests_per_s"] = arm["per_poll_requests"] / interval
-            arm["engine_bytes_per_s"] = arm["per_poll_bytes"] / interval
-        out[name] = arm
-    off = out["off"]["mean_ms"]
-    for name, _ in ARMS[1:]:
-        out[name]["vs_off"] = (out[name]["mean_ms"] - off) / off
-    return out
+def compact(doc: dict[str, Any]) -> dict[str, Any]:
+    """observer-cost.json without what stays in the run's folder (each request, each edge's
+    readings): every step keeps its figures, its validity and the checks it failed."""
+    steps = [{"phase": s["phase"], "concurrency": s["concurrency"], "arm": s["arm"],
+              "number": s["number"], "valid": s["valid"], "figures": s["figures"],
+              "failing": [c for c in s["checks"] if c["ok"] is not True]}
+             for s in doc["steps"]]
+    return {**{k: v for k, v in doc.items() if k != "steps"}, "steps": steps}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per arm")
+    sub = parser.add_subparsers(dest="command")
+    sw = sub.add_parser("switch", help="the observer's switch (observer-cost runs it)")
+    sw.add_argument("action", choices=("on", "off"))
+    sw.add_argument("--state", type=Path, required=True)
+    sw.add_argument("--engine-url", default="")
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=1600,
+                        help="requests a repetition (default: %(default)s, 100 passes of the "
+                        "fixture: about 14 s at C1)")
     parser.add_argument("--time-scale", type=float, default=100.0)
+    parser.add_argument("--settle", type=float, default=1.0,
+                        help="seconds after each switch (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--max-seconds", type=float, default=600.0)
     parser.add_argument("--json", type=Path, metavar="PATH")
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args()
+    if args.command == "switch":
+        return switch(args.action, args.state, args.engine_url)
     install_sigterm()
-    import tempfile
-
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-observer-"))
-    procs = Procs(work)
-    reps = []
-    try:
-        for rep in range(args.reps):
-            order = _order(rep)
-            arms = {}
-            for name, interval in order:
-                arms[name] = one_arm(procs, interval, args.seconds, args.time_scale, args.seed)
-                print(f"rep {rep + 1} {name}: mean {arms[name]['mean_ms']:.3f} ms over "
-                      f"{arms[name]['requests']} requests", file=sys.stderr)
-            reps.append({"order": [n for n, _ in order], "arms": arms})
-    finally:
-        procs.stop_all()
-    result = {"benchmark": "observer_cost", "corpus": CORPUS, "seconds_per_arm": args.seconds,
-              "time_scale": args.time_scale, "seed": args.seed, "reps": reps,
-              "summary": summarise(reps), "loadavg_after": loadavg()}
+    work.mkdir(parents=True, exist_ok=True)
+    result = measure(args, work)
     write_json(args.json, result)
+    for r in result["observer_cost"]["results"]:
+        print(f"C{r['concurrency']}: {r['sentence']}", file=sys.stderr)
     return 0
 
 

@@ -344,47 +344,60 @@ def nvml_poll(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | None]
     return lines
 
 
+def _interval(d: dict[str, Any] | None) -> str:
+    if d is None:
+        return "-"
+    return (f"{d['estimate'] * 100:+.1f}% [{d['low'] * 100:+.1f}%, {d['high'] * 100:+.1f}%]"
+            + ("" if d["resolved"] else ", not resolved"))
+
+
 def observer_cost(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | None]]) -> list[str]:
     d = rec["data"]
-    summary = d["summary"]
-    reps = d["reps"]
-    lines = [f"Request latency of the simulated engine (`simulate --scenario idle --time-scale "
-             f"{d['time_scale']:g}`, seed {d['seed']}) timed at the client, concurrency 1, the "
-             f"`{d['corpus']}` corpus in a loop after one priming pass, {d['seconds_per_arm']:g} s "
-             f"per arm; a fresh engine (and sidecar) per arm; {len(reps)} repetitions, each "
-             "running every arm once in a rotated order: "
-             + "; ".join(f"{i}. {', '.join(r['order'])}" for i, r in enumerate(reps, 1)) + ".",
-             "", "| sidecar polling | requests | mean per repetition | mean | spread (max - min of "
-             "the means) | median of medians | vs off |", "| --- | --- | --- | --- | --- | --- | --- |"]
-    for name, arm in summary.items():
-        vs = arm.get("vs_off")
-        lines.append(f"| {name} | {arm['requests']:,} ({arm['failed']} failed) | "
-                     + ", ".join(ms(v) for v in arm["rep_means_ms"])
-                     + f" | {ms(arm['mean_ms'])} | {ms(arm['spread_ms'])} | "
-                     f"{ms(arm['median_of_medians_ms'])} | "
-                     + ("-" if vs is None else f"{vs * 100:+.1f}%") + " |")
-    spread = max(a["spread_ms"] for a in summary.values())
-    diffs = [abs(a["mean_ms"] - summary["off"]["mean_ms"]) for n, a in summary.items() if n != "off"]
-    lines += ["", (f"The largest difference from polling off ({ms(max(diffs))}) is "
-                   + ("within" if max(diffs) <= spread else "outside")
-                   + f" the largest spread between repetitions of one arm ({ms(spread)}). "
-                   "A small or noisy difference does not prove that observing costs nothing: "
-                   "it bounds the cost only as tightly as this machine's noise allows (2 shared "
-                   "cores, everything else that ran meanwhile included)."), ""]
-    lines += ["What the sidecar asks of the engine, from its own counters at the end of each "
-              "arm (every cycle since it started):", "",
-              "| poll interval | engine requests per poll | bytes read per poll | engine requests/s "
-              "| bytes/s |", "| --- | --- | --- | --- | --- |"]
-    for name, arm in summary.items():
-        if "per_poll_requests" in arm:
-            lines.append(f"| {name} | {arm['per_poll_requests']:.1f} | "
-                         f"{arm['per_poll_bytes']:,.0f} | {arm['engine_requests_per_s']:.2f} | "
-                         f"{arm['engine_bytes_per_s']:,.0f} |")
-    lines += ["", "One poll is one GET of the snapshot and one of `/metrics`; its bytes grow with "
-              "the engine's own exposition (the simulator keeps the latest 50 request ids as "
-              "series, so it grows during the first requests). Phase edges add a poll each.", ""]
-    goals.append(("observer cost at a 1 s poll, client mean vs off (no goal: reported)", "none",
-                  f"{summary['1 s']['vs_off'] * 100:+.1f}% (spread {ms(spread)})", None))
+    if "observer_cost" not in d:  # the figures of the earlier, retired bench/observer_cost.py
+        goals.append(("observer cost of the sidecar's polling (no goal: reported)", "none",
+                      "not measured by the current method", None))
+        return ["Not measured by the current method: these raw figures come from the earlier "
+                "bench/observer_cost.py (its own polling at concurrency 1, a fresh engine per "
+                "arm), which this page no longer reports. Run `bench/run --only observer_cost`.",
+                ""]
+    doc = d["observer_cost"]
+    m = d["measured"]
+    lines = [
+        f"Measured {m['date']} at commit `{m['git_commit']}`"
+        + (" with uncommitted changes under exporter/ or simulator/"
+           if m.get("exporter_tree_dirty") else "")
+        + f". `helios-exporter observer-cost` with the sidecar's polling as the observer: a "
+        f"second sidecar polling every {d['poll_interval']:g} s (the production interval) "
+        "started by `--on` and stopped by `--off`, beside a sidecar that brackets the phases and "
+        "polls only at their edges. Simulated engine (`simulate --scenario idle --time-scale "
+        f"{d['time_scale']:g}`, seed 7), the `fixture-1024` corpus "
+        f"{doc['requests_per_repetition']:,} requests a repetition, C1 and C4 warmed on their "
+        f"own, {doc['repetitions']} repetitions an arm in an order drawn from seed "
+        f"{doc['seed']} and written down first; every repetition checked "
+        f"({sum(s['valid'] for s in doc['steps'] if s['arm'])} of "
+        f"{sum(1 for s in doc['steps'] if s['arm'])} valid). Judged on the client's clock: the "
+        "simulator's histogram records the latency it models, which polling never touches, so "
+        "it cannot show this cost and is left out here (it is in the raw figures).", "",
+        "| concurrency | polling on vs off, client latency | throughput (req/s) | "
+        "client mean per repetition, off | on |",
+        "| --- | --- | --- | --- | --- |"]
+    for r in doc["results"]:
+        means = {arm: ", ".join(ms(s["figures"]["client"]["mean"] * 1000)
+                                for s in doc["steps"]
+                                if s["concurrency"] == r["concurrency"] and s["arm"] == arm)
+                 for arm in ("off", "on")}
+        judged = r if r["estimate"] is not None else None
+        lines.append(f"| C{r['concurrency']} | {_interval(judged)} | "
+                     f"{_interval(r['throughput'])} | {means['off']} | {means['on']} |")
+    lines += ["", "On vs off: the on arm's mean over the off arm's, minus 1, and its 95 % "
+              "interval from the repetitions (Welch t on the log ratio).", ""]
+    lines += [f"- **C{r['concurrency']}**: {r['sentence']}" for r in doc["results"]]
+    lines.append("")
+    c1 = next((r for r in doc["results"] if r["concurrency"] == 1), doc["results"][0])
+    figure = (_interval(c1) if c1["estimate"] is not None else "cannot conclude")
+    goals.append((f"observer cost, polling every {d['poll_interval']:g} s, C"
+                  f"{c1['concurrency']} client mean vs off, 95 % interval (no goal: reported)",
+                  "none", figure, None))
     return lines
 
 
@@ -436,8 +449,7 @@ RENDER: dict[str, tuple[str, Any]] = {  # section -> (title, renderer)
     "soak": ("4. Soak against a flapping engine", soak),
     "alert_latency": ("5. Breach-to-webhook alert latency", alert_latency),
     "nvml_poll": ("6. NVML poll cost per GPU", nvml_poll),
-    "observer_cost": ("7. Observer cost: engine latency with polling off, every 5 s, every 1 s",
-                      observer_cost),
+    "observer_cost": ("7. Observer cost: the sidecar's polling on and off", observer_cost),
     "scrape_cost": ("8. What a scrape costs: identity, gzip, TLS with basic auth", scrape_cost),
     "scale": (report_scale.TITLE, report_scale.render),
 }
@@ -551,12 +563,19 @@ def render(results: dict[str, Any]) -> str:
     m = results["machine"]
     pk = m["packages"]
     kind = "smoke (`--quick`)" if results.get("quick") else "full"
+    # A section re-measured on its own and spliced into the results carries its own stamp.
+    apart = [title.split(".", 1)[0] for name, (title, _) in RENDER.items()
+             if ((results["sections"].get(name) or {}).get("data") or {}).get("measured", {})
+             .get("git_commit", m["git_commit"]) != m["git_commit"]]
     head = [
         "# Benchmarks", "",
         f"Measured {m['date']} by `{results['command']}` ({kind} run, "
-        f"{results['wall_s'] / 60:.1f} min, one run for every figure below) at commit "
-        f"`{m['git_commit']}`" + (" with uncommitted changes under exporter/ or simulator/"
-        if m["exporter_tree_dirty"] else "") + ". Everything ran on 127.0.0.1 and every process "
+        f"{results['wall_s'] / 60:.1f} min, one run for every figure below"
+        + (f" except section {', '.join(apart)}, measured on its own (its date and commit are "
+           "in it)" if apart else "")
+        + f") at commit `{m['git_commit']}`"
+        + (" with uncommitted changes under exporter/ or simulator/"
+           if m["exporter_tree_dirty"] else "") + ". Everything ran on 127.0.0.1 and every process "
         "was stopped at the end. Regenerate with `bench/run` (`bench/run --quick` for a smoke "
         "run, which writes to its work directory unless `--out` is given); the raw figures of the "
         "committed run are in `bench/results/latest.json` (`bench/report.py` re-renders them).",

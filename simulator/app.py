@@ -2,7 +2,8 @@
 
 While the engine is down (``POST /admin/crash``) every endpoint outside ``/admin/`` answers 503
 without a snapshot, as a stopped container behind a proxy would; ``POST /admin/restart`` brings a
-new incarnation back.
+new incarnation back. ``POST /admin/trace`` switches the observer that ``observer-cost`` measures;
+``POST /admin/fault`` arms a one-shot fault in the request path (simulator.faults).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from starlette.middleware.base import RequestResponseEndpoint
 from simulator.clock import Clock
 from simulator.corpora import VOCAB
 from simulator.engine import AdmissionState, EngineUnavailable, SimulatedEngine
+from simulator.faults import FaultKind, Faults
 from simulator.runner import ScenarioRunner
 from simulator.scenarios import Scenario
 
@@ -35,6 +37,10 @@ class CompletionBody(BaseModel):
     model: str | None = None
     prompt: str | list[int]
     max_tokens: Annotated[int, Field(ge=0, le=8192)] = 16
+    # vLLM/SGLang's fixed-length parameters, as the restore preflight and fixture-1024 send
+    # them; the simulator never stops early, so it generates max_tokens either way.
+    ignore_eos: bool = False
+    min_tokens: Annotated[int, Field(ge=0, le=8192)] | None = None
 
 
 class AdmissionBody(BaseModel):
@@ -63,6 +69,16 @@ class TrafficBody(BaseModel):
     enabled: bool
 
 
+class TraceBody(BaseModel):
+    enabled: Annotated[bool, Field(strict=True)]  # "yes" is not a switch position
+
+
+class FaultBody(BaseModel):
+    kind: FaultKind
+    after_requests: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    seconds: Annotated[float, Field(ge=-86_400, le=86_400)] = 0.0  # clock_jump only
+
+
 def tokenize(prompt: str | list[int]) -> list[int]:
     """One token per whitespace-separated word; a list of ints is taken as token ids."""
     if isinstance(prompt, list):
@@ -80,6 +96,7 @@ def build_app(
 ) -> FastAPI:
     """The engine's HTTP app; with a ``scenario``, its lifespan runs the background traffic."""
     clock = clock or engine.clock
+    faults = Faults()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -117,6 +134,8 @@ def build_app(
             "running_requests": engine.running,
             "inflight_override": engine.inflight_override,
             "scenario": scenario.describe() if scenario is not None else None,
+            "trace": {"enabled": engine.trace_enabled, "cost": engine.config.trace_cost},
+            "faults": faults.describe(),
         }
 
     @app.get("/metrics")
@@ -134,25 +153,37 @@ def build_app(
     @app.post("/v1/completions")
     async def completions(body: CompletionBody) -> dict[str, Any]:
         tokens = tokenize(body.prompt)
+        generated, finish = body.max_tokens, "length"
+        for kind, seconds in faults.next_request():
+            if kind == "restart":
+                engine.restart("same")
+            elif kind == "drop":
+                raise HTTPException(500, "request dropped by the engine (simulated fault)")
+            elif kind == "short":
+                generated, finish = body.max_tokens // 2, "stop"
+            elif kind == "clock_jump":
+                engine.wall_offset += seconds
+            elif kind == "rank_lost" and engine.config.num_ranks:
+                engine.lost_ranks.add(engine.config.num_ranks - 1)
         try:
-            request = engine.submit(tokens, body.max_tokens, body.model)
+            request = engine.submit(tokens, generated, body.model)
         except EngineUnavailable as exc:
             raise HTTPException(503, f"engine unavailable: {exc}") from exc
         await sleep(min(max(0.0, request.finish_at - clock()), max_request_wait_s))
         engine.finish(request)
         if not request.finished:
             raise HTTPException(503, "engine went down while the request ran")
-        text = " ".join(WORDS[i % len(WORDS)] for i in range(body.max_tokens))
+        text = " ".join(WORDS[i % len(WORDS)] for i in range(generated))
         return {
             "id": request.request_id,
             "object": "text_completion",
             "created": int(request.started_at),
             "model": body.model or engine.config.model_name,
-            "choices": [{"text": text, "index": 0, "finish_reason": "length"}],
+            "choices": [{"text": text, "index": 0, "finish_reason": finish}],
             "usage": {
                 "prompt_tokens": len(tokens),
-                "completion_tokens": body.max_tokens,
-                "total_tokens": len(tokens) + body.max_tokens,
+                "completion_tokens": generated,
+                "total_tokens": len(tokens) + generated,
             },
         }
 
@@ -179,6 +210,16 @@ def build_app(
     @app.post("/admin/inflight")
     async def admin_inflight(body: InflightBody) -> dict[str, Any]:
         engine.inflight_override = body.count
+        return state()
+
+    @app.post("/admin/trace")
+    async def admin_trace(body: TraceBody) -> dict[str, Any]:
+        engine.trace_enabled = body.enabled
+        return state()
+
+    @app.post("/admin/fault")
+    async def admin_fault(body: FaultBody) -> dict[str, Any]:
+        faults.arm(body.kind, body.after_requests, body.seconds)
         return state()
 
     @app.post("/admin/traffic")

@@ -82,6 +82,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="SIGMA",
                         help="sigma of the seeded log-normal noise on each request's latency, "
                         "0 for none (default: %(default)s)")
+    timing.add_argument("--trace-cost", type=finite_float, default=EngineConfig.trace_cost,
+                        metavar="F",
+                        help="the fraction by which tracing lengthens each generated token's "
+                        "time while it is on (POST /admin/trace), e.g. 0.05 (default: "
+                        "%(default)s)")
 
     ident = parser.add_argument_group("identity")
     ident.add_argument("--model-name", default=EngineConfig.model_name,
@@ -135,6 +140,8 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
         raise ValueError(f"--time-scale must be positive, got {args.time_scale}")
     if not 0 <= args.latency_noise <= 1:
         raise ValueError(f"--latency-noise must be in [0, 1], got {args.latency_noise}")
+    if not 0 <= args.trace_cost <= 10:
+        raise ValueError(f"--trace-cost must be in [0, 10], got {args.trace_cost}")
     given = {name: getattr(args, name) for name in
              ("budget_bytes", "row_fraction", "row_record_bytes", "page_record_bytes")
              if getattr(args, name) is not None}
@@ -143,7 +150,7 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
         geometry=geometry, tokens_per_page=args.tokens_per_page, model_name=args.model_name,
         checkpoint=args.checkpoint, package=args.package, image_digest=args.image_digest,
         container_id=args.container_id, time_scale=args.time_scale,
-        latency=LatencyModel(noise=args.latency_noise), **overrides,
+        latency=LatencyModel(noise=args.latency_noise), trace_cost=args.trace_cost, **overrides,
     )
 
 

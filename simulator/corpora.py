@@ -41,6 +41,9 @@ class Lane:
     prompt_tokens: int
     max_tokens: int
     what: str
+    # Ask for exactly max_tokens (vLLM/SGLang's ignore_eos and min_tokens, as the restore
+    # preflight does), so that an output of another length is a failure, not the model's choice.
+    fixed_output: bool = False
 
     def prompt(self, i: int) -> list[int]:
         if not 0 <= i < self.bodies:
@@ -51,8 +54,11 @@ class Lane:
         return [*TEMPLATE, *(x % span + FIRST_ID for x in struct.unpack(f"<{n}I", stream))]
 
     def body(self, i: int, model: str = DEFAULT_MODEL) -> dict[str, Any]:
-        return {"model": model, "prompt": self.prompt(i), "max_tokens": self.max_tokens,
+        body = {"model": model, "prompt": self.prompt(i), "max_tokens": self.max_tokens,
                 "temperature": 0}
+        if self.fixed_output:
+            body |= {"ignore_eos": True, "min_tokens": self.max_tokens}
+        return body
 
     def lines(self, model: str = DEFAULT_MODEL) -> Iterator[str]:
         """The corpus as JSONL lines (compact JSON, the bytes whose SHA-256 identify a body)."""
@@ -76,6 +82,10 @@ LANES: dict[str, Lane] = {
              "a small working set that fits the rows: replays hit"),
         Lane("long-context", 16, 49_216, 32,
              "page-heavy long context: few rows, half the page slab"),
+        # Seed 001 section 2's retained fixture: decode-heavy (64 output tokens, 0.64 s of a
+        # simulated request's 0.65 s), so that an observer's cost per generated token shows.
+        Lane("fixture-1024", 16, 1024, 64,
+             "observer cost: 1024-token prompts, exactly 64 output tokens", fixed_output=True),
     )
 }
 

@@ -56,6 +56,9 @@ class EngineConfig:
     device_cache_slots: int = 4
     # Retired checkpoints remembered so that a miss on them reads `evicted` (simulator.retired).
     retired_memory: int = DEFAULT_CAPACITY
+    # The observer to measure (`POST /admin/trace`): while tracing, each generated token takes
+    # this fraction longer (0.05: 5 %). Off after every (re)start.
+    trace_cost: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.time_scale > 0:
@@ -64,6 +67,8 @@ class EngineConfig:
             raise ValueError(f"stores_per_request must be at least 1, got {self.stores_per_request}")
         if self.retired_memory < 0:
             raise ValueError(f"retired_memory must not be negative, got {self.retired_memory}")
+        if not 0 <= self.trace_cost <= 10:
+            raise ValueError(f"trace_cost must be in [0, 10], got {self.trace_cost}")
 
 
 class EngineUnavailable(Exception):
@@ -110,6 +115,10 @@ class SimulatedEngine:
         ]
         self.generation = ""
         self.incarnation = 0
+        # The clocks the snapshot reports (observer-cost's anchors): a process clock that never
+        # jumps, and a wall clock that a `clock_jump` fault (simulator.faults) can step.
+        self._boot = self.clock()
+        self.wall_offset = 0.0
         self._start_incarnation(None)
 
     def _uuid_parts(self) -> tuple[str, ...]:
@@ -128,6 +137,8 @@ class SimulatedEngine:
         self.admission: AdmissionState = "open"
         self.crashed = False
         self.inflight_override: int | None = None
+        self.trace_enabled = False
+        self.lost_ranks: set[int] = set()  # ranks a `rank_lost` fault took out of the snapshot
         self.stats = TierStats()
         self.pool = SlabPool(self.config.geometry)
         self.index = PrefixIndex(
@@ -249,7 +260,8 @@ class SimulatedEngine:
                 self._store_seq += 1
                 heapq.heappush(self._stores, (due, self._store_seq, node_id))
         latency = self.config.latency.seconds(
-            len(prompt) - reused, self._restored_bytes(restored), max_tokens, self.rng
+            len(prompt) - reused, self._restored_bytes(restored), max_tokens, self.rng,
+            1.0 + self.config.trace_cost if self.trace_enabled else 1.0,
         )
         request = Request(
             self._next_request_id(), len(prompt), max_tokens, now, now + latency / scale, prompt,
@@ -308,11 +320,21 @@ class SimulatedEngine:
                 "checkpoint": self.config.checkpoint,
             },
             "admission": {"state": self.admission, "inflight_requests": self.inflight},
-            "ranks": [dict(r) for r in self.ranks],
+            "ranks": [dict(r) for r in self.ranks if r["rank"] not in self.lost_ranks],
             "offload": {
                 "budget_bytes": pool.geometry.budget_bytes,
                 "slabs": {"row": pool.row.snapshot(), "page": pool.page.snapshot()},
                 "resident": {"records": self.index.resident_records, "bytes": pool.used_bytes},
                 **self.stats.as_dict(),
             },
+            # Beyond schema v1 (the sidecar ignores both): the engine's clocks, which
+            # `observer-cost` compares at every phase edge, and what the simulator knows it is.
+            "clock": self.clock_anchor(),
+            "simulator": {"trace": {"enabled": self.trace_enabled,
+                                    "cost": self.config.trace_cost}},
         }
+
+    def clock_anchor(self) -> dict[str, float]:
+        """The wall clock (Unix seconds, steppable) beside the process clock (never steps)."""
+        now = self.clock()
+        return {"unix_seconds": now + self.wall_offset, "monotonic_seconds": now - self._boot}

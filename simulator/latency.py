@@ -3,7 +3,7 @@ what was restored, decode of every output token, and seeded noise.
 
     seconds = ( computed_prompt_tokens / prefill_tokens_per_s
               + restored_bytes / host_bytes_per_s
-              + max_tokens * decode_seconds_per_token ) * exp(N(0, noise))
+              + max_tokens * decode_seconds_per_token * decode_factor ) * exp(N(0, noise))
 
 ``computed_prompt_tokens`` are the prompt tokens neither in the GPU-resident cache nor restored
 from the host tier. ``restored_bytes`` are the restored tokens' pages plus the checkpoint's row.
@@ -11,6 +11,8 @@ So a host hit saves prefill and pays a copy, and a lane with more hits is faster
 identical for a given corpus, keeps that saving in proportion. The noise (log-normal, sigma
 ``noise``) comes from the engine's seeded generator: a run repeats exactly under one seed, and two
 repetitions of a lane under different seeds spread as measured repetitions do.
+``decode_factor`` is 1 unless an observer lengthens every generated token (the engine's trace
+switch: 1 + ``--trace-cost``).
 
 What it leaves out: batching (concurrent requests do not slow each other), queueing, and any cost
 of the sidecar's polling; the figures are a model of one request alone on the engine.
@@ -39,12 +41,13 @@ class LatencyModel:
             raise ValueError("decode time must not be negative and noise must be in [0, 1]")
 
     def seconds(
-        self, computed_tokens: int, restored_bytes: int, max_tokens: int, rng: random.Random
+        self, computed_tokens: int, restored_bytes: int, max_tokens: int, rng: random.Random,
+        decode_factor: float = 1.0,
     ) -> float:
         base = (
             computed_tokens / self.prefill_tokens_per_s
             + restored_bytes / self.host_bytes_per_s
-            + max_tokens * self.decode_seconds_per_token
+            + max_tokens * self.decode_seconds_per_token * decode_factor
         )
         # Drawn even when noise is 0, so the seed's sequence does not depend on the setting.
         factor = math.exp(rng.gauss(0.0, 1.0) * self.noise)

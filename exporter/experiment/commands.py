@@ -1,8 +1,10 @@
-"""Subcommands `phase`, `evidence`, `probe` and `compare` (docs/interface.md section 7).
+"""Subcommands `phase`, `evidence`, `probe`, `compare` and `observer-cost` (docs/interface.md
+section 7; observer-cost lives in exporter/experiment/observer_cost.py).
 
 Exit codes: 0 done; 1 the sidecar refused (or, for `probe`, a request failed or a pass could not
 be bracketed; the record is still written); 2 bad input (options, a corpus or evidence file).
-`compare` has its own: 0 pass, 1 a gate failed, 2 cannot compare.
+`compare` has its own: 0 pass, 1 a gate failed, 2 cannot compare; so has `observer-cost` (its
+module's docstring).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from exporter import access
 from exporter.experiment import evidence as ev
-from exporter.experiment import probe, record
+from exporter.experiment import observer_cost, probe, record
 from exporter.experiment.client import SidecarClient, SidecarError, connect
 from exporter.experiment.compare import DIMENSIONS, MIN_REPETITIONS, compare, render
 from exporter.experiment.schema import SchemaError, check_evidence
@@ -307,6 +309,15 @@ def run_compare(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def add_observer_cost(parser: argparse.ArgumentParser) -> None:
+    _sidecar_options(parser, token=True)
+    observer_cost.add_arguments(parser)
+
+
+def run_observer_cost(args: argparse.Namespace) -> int:
+    return observer_cost.main(args)
+
+
 COMMANDS = {
     "phase": ("begin or end an experiment phase on a sidecar", add_phase, run_phase),
     "evidence": ("write evidence.json, evidence.md and a picture from a sidecar's phases",
@@ -315,4 +326,7 @@ COMMANDS = {
               add_probe, run_probe),
     "compare": (f"gate a candidate arm against a baseline ({MIN_REPETITIONS} repetitions a lane)",
                 add_compare, run_compare),
+    "observer-cost": ("measure an observer's cost: its --on/--off commands, repetitions in a "
+                      "recorded order, checked, with an interval", add_observer_cost,
+                      run_observer_cost),
 }

@@ -23,6 +23,7 @@ PINNED = {
     "control-52": "465a1ae29d52ce48106ec677ef2ce12ee1c52e1dc63eb1db920f22fc78cd2f4c",
     "small-12": "b43f9524974a3e51a1988d2e2cbd8e90a127361e458b0cd3bd19505f105bd1b2",
     "long-context": "bed147d490ee9f2486a4c7437de70720927aa57c1114421990036f1394793f31",
+    "fixture-1024": "352b30f7a18279da391027a5a31e7e1402c9297bb6f53218763211eb06ec4cfa",
 }
 
 
@@ -45,7 +46,10 @@ def test_bodies_are_distinct_completion_requests(name: str) -> None:
     bodies = [json.loads(line) for line in text(name).splitlines()]
     assert len(bodies) == spec.bodies
     for body in bodies:
-        assert set(body) == {"model", "prompt", "max_tokens", "temperature"}
+        fixed = {"ignore_eos", "min_tokens"} if spec.fixed_output else set()
+        assert set(body) == {"model", "prompt", "max_tokens", "temperature", *fixed}
+        if spec.fixed_output:  # exactly max_tokens, as the restore preflight asks
+            assert body["ignore_eos"] is True and body["min_tokens"] == spec.max_tokens
         assert body["model"] == "qwen3-next" and body["temperature"] == 0
         assert body["max_tokens"] == spec.max_tokens
         prompt = body["prompt"]
@@ -92,6 +96,8 @@ def test_lane_demands_at_the_generic_geometry() -> None:
     assert demand("small-12")[0] < rows
     lc_rows, lc_pages = demand("long-context")
     assert lc_rows < rows and pages / 2 == lc_pages  # half the page slab
+    # The observer-cost fixture fits: warmed once, every repetition's requests hit the host tier.
+    assert demand("fixture-1024") == (192, 240)
 
 
 def test_unknown_corpus_is_rejected() -> None:

@@ -38,6 +38,10 @@ CONTRACT_SHAPE: dict[str, Any] = {
         "lookups": {"total": int, "hits": int, "misses": dict},
         "host": {"stores": int, "tokens_restored": int, "prompt_tokens_reused": int},
     },
+    # Beyond the contract (unknown fields, which the sidecar ignores): observer-cost's clock
+    # anchors and what the simulator knows of its own trace switch.
+    "clock": {"unix_seconds": float, "monotonic_seconds": float},
+    "simulator": {"trace": {"enabled": bool, "cost": float}},
 }
 
 
@@ -47,6 +51,8 @@ def assert_shape(value: Any, shape: Any, where: str = "snapshot") -> None:
         assert set(value) == set(shape), f"{where}: {sorted(value)} != {sorted(shape)}"
         for key, sub in shape.items():
             assert_shape(value[key], sub, f"{where}.{key}")
+    elif shape is bool:
+        assert isinstance(value, bool), f"{where}: {value!r}"
     else:
         assert isinstance(value, shape) and not isinstance(value, bool), f"{where}: {value!r}"
 

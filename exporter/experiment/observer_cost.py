@@ -1,0 +1,302 @@
+"""`helios-exporter observer-cost`: what an observer costs the engine, measured as seed 001
+section 2 asks (docs/experiments.md section 5).
+
+The observer is whatever the --on and --off shell commands switch (an engine's trace, the
+sidecar's polling, a config reload). Before anything is sent the whole order is drawn from a
+recorded seed and written to DIR/plan.json. Per concurrency: the observer off, a warm-up phase,
+then every repetition in the planned order, each one its switch command followed by a phase of
+exactly the same requests. Every step is recorded as it happens (DIR/observer-cost.json is
+rewritten after each), checked (observer_cost_checks) and reported (markdown and a picture).
+
+Exit codes: 0 every repetition ran and is valid (whatever the result says); 1 a repetition is
+invalid, a switch command failed or the sidecar refused a phase edge (the report is written and
+refuses to conclude); 2 bad input (options, corpus, an --out that holds a run already), nothing
+sent; 130 interrupted (the record kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from exporter.experiment import observer_cost_run as run
+from exporter.experiment.client import SidecarClient, SidecarError, connect
+from exporter.experiment.observer_cost_checks import DEFAULT_CLOCK_TOLERANCE
+from exporter.experiment.observer_cost_doc import JSON_FILE, build
+from exporter.experiment.observer_cost_plan import (
+    PLAN_FILE,
+    Step,
+    parse_concurrency,
+    plan,
+    plan_doc,
+    step_json,
+)
+from exporter.experiment.probe import Corpus, CorpusError, read_corpus
+from exporter.experiment.record import RecordError, prepare_out, write_json
+
+SWITCH_LOG = "switch.log"
+
+
+def _at_least(low: int) -> Any:
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < low:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {text!r}")
+        return int(text)
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 <= value < 86_400:
+        raise argparse.ArgumentTypeError(f"expected seconds in [0, 86400), got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options after the sidecar's (commands.py adds --sidecar, --token-file and access)."""
+    parser.add_argument("--engine-url", required=True, metavar="URL",
+                        help="the engine's base URL: completions go to /v1/completions, its "
+                        "identity, ranks and clock come from /debug/offload/snapshot")
+    parser.add_argument("--corpus", type=Path, required=True, metavar="FILE.jsonl",
+                        help="the retained fixture: one completion body a line, each with the "
+                        "same max_tokens (e.g. `python -m simulator corpus fixture-1024`)")
+    parser.add_argument("--on", required=True, metavar="CMD",
+                        help="shell command that switches the observer on (exit 0 when done)")
+    parser.add_argument("--off", required=True, metavar="CMD",
+                        help="shell command that switches the observer off (exit 0 when done)")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="directory for plan.json, observer-cost.json, observer-cost.md, "
+                        "observer-cost.png and switch.log")
+    parser.add_argument("--concurrency", default="1,4", metavar="C,...",
+                        help="concurrencies, each warmed and measured on its own, in this order "
+                        "(default: %(default)s)")
+    parser.add_argument("--repetitions", type=_at_least(2), default=3, metavar="N",
+                        help="repetitions per arm and concurrency (default: %(default)s)")
+    parser.add_argument("--requests", type=_at_least(1), metavar="N",
+                        help="requests per repetition, the corpus's bodies in order, cycling "
+                        "(default: one pass over the corpus)")
+    parser.add_argument("--warmup", type=_at_least(0), metavar="N",
+                        help="warm-up requests per concurrency, the observer off (default: as "
+                        "--requests)")
+    parser.add_argument("--name", help="phase name prefix, 1-40 of A-Z a-z 0-9 . _ - "
+                        "(default: observer-<UTC time>)")
+    parser.add_argument("--seed", type=_at_least(0), metavar="N",
+                        help="seed of the order (default: drawn, and recorded in plan.json)")
+    parser.add_argument("--latency-source", choices=("engine", "client"), default="engine",
+                        help="the latency a result judges: the engine's own histogram, or the "
+                        "client's clock (both are reported; default: %(default)s)")
+    parser.add_argument("--ranks", type=_at_least(1), metavar="N",
+                        help="ranks the snapshot must list at every edge (default: those it "
+                        "lists when the run begins)")
+    parser.add_argument("--clock-tolerance", type=_seconds, default=DEFAULT_CLOCK_TOLERANCE,
+                        metavar="S", help="how far a clock may move against another within a "
+                        "repetition before it counts as a jump (default: %(default)s)")
+    parser.add_argument("--settle", type=_seconds, default=0.0, metavar="S",
+                        help="seconds to wait after each switch command (default: %(default)s)")
+    parser.add_argument("--switch-timeout", type=_seconds, default=120.0, metavar="S",
+                        help="seconds a switch command may take (default: %(default)s)")
+    parser.add_argument("--request-timeout", type=_seconds, default=300.0, metavar="S",
+                        help="seconds one completion may take (default: %(default)s)")
+
+
+def _err(message: str) -> None:
+    print(f"helios-exporter observer-cost: {message}", file=sys.stderr)
+
+
+def output_tokens(corpus: Corpus) -> tuple[int, list[str]]:
+    """The fixture's output length (every body's max_tokens) and warnings; CorpusError when the
+    bodies do not fix one length."""
+    lengths, unfixed = set(), 0
+    for i, raw in enumerate(corpus.bodies, 1):
+        body = json.loads(raw)
+        n = body.get("max_tokens")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise CorpusError(f"{corpus.path}: body {i} has no max_tokens >= 1: the fixture "
+                              "must fix the output length")
+        lengths.add(n)
+        if body.get("ignore_eos") is not True and body.get("min_tokens") != n:
+            unfixed += 1
+    if len(lengths) != 1:
+        raise CorpusError(f"{corpus.path}: the bodies ask for {len(lengths)} different "
+                          f"max_tokens ({', '.join(map(str, sorted(lengths)))}): one length")
+    warnings = []
+    if unfixed:
+        warnings.append(f"{unfixed} bodies set neither ignore_eos nor min_tokens = max_tokens: "
+                        "an engine may stop them early, and each such output makes its "
+                        "repetition invalid")
+    return lengths.pop(), warnings
+
+
+class Run:
+    """One run's state and its record on disk."""
+
+    def __init__(self, args: argparse.Namespace, steps: Sequence[Step], corpus: Corpus,
+                 tokens: int, about: Mapping[str, Any]) -> None:
+        self.args, self.steps, self.corpus, self.tokens = args, steps, corpus, tokens
+        self.about = dict(about)
+        self.concurrencies = list(dict.fromkeys(s.concurrency for s in steps))
+        self.records: list[dict[str, Any]] = []
+        self.stopped: str | None = None
+
+    def document(self, complete: bool) -> dict[str, Any]:
+        done = {r["phase"] for r in self.records}
+        rest = [{**step_json(s), "stopped": self.stopped or "not run yet"}
+                for s in self.steps if s.phase not in done]
+        return build(self.about, [*self.records, *rest], self.concurrencies, self.tokens,
+                     source=self.args.latency_source, ranks=self.args.ranks,
+                     tolerance=self.args.clock_tolerance, complete=complete,
+                     stopped=self.stopped)
+
+    def save(self, complete: bool = False) -> dict[str, Any]:
+        doc = self.document(complete)
+        write_json(self.args.out / JSON_FILE, doc)
+        return doc
+
+
+def _step(r: Run, sidecar: SidecarClient, engine: Any, step: Step) -> dict[str, Any]:
+    args = r.args
+    record: dict[str, Any] = {**step_json(step), "switch": None, "begin": None, "end": None,
+                              "load": None}
+    # Switched before every step, whatever the step before left: the command is the only
+    # witness of the observer's state. A warm-up runs with the observer off.
+    arm = step.arm or "off"
+    env = {"OBSERVER_COST_ARM": arm, "OBSERVER_COST_PHASE": step.phase,
+           "OBSERVER_COST_CONCURRENCY": str(step.concurrency)}
+    record["switch"] = run.switch(args.on if arm == "on" else args.off, arm, env,
+                                  args.out / SWITCH_LOG, args.switch_timeout)
+    if record["switch"]["error"] is not None:
+        r.stopped = f"the --{arm} command before {step.phase} {record['switch']['error']}"
+        return record
+    if args.settle:
+        time.sleep(args.settle)
+    note = f"observer-cost {step.label()}"
+    record["begin"] = run.edge(sidecar, engine, "begin", step.phase, note)
+    if record["begin"]["error"] is not None:
+        r.stopped = f"the sidecar refused to begin {step.phase}: {record['begin']['error']}"
+        return record
+    n = (args.warmup if args.warmup is not None else args.requests) if step.warmup \
+        else args.requests
+    record["load"] = run.send(engine, r.corpus.bodies, n, step.concurrency)
+    record["end"] = run.edge(sidecar, engine, "end", step.phase)
+    if record["end"]["error"] is not None:
+        r.stopped = (f"the sidecar refused to end {step.phase}: {record['end']['error']} (end "
+                     f"it with `helios-exporter phase end {step.phase}`)")
+    return record
+
+
+def execute(args: argparse.Namespace, sidecar: SidecarClient) -> int:
+    try:
+        corpus = read_corpus(args.corpus)
+        tokens, warnings = output_tokens(corpus)
+        concurrencies = parse_concurrency(args.concurrency)
+        prepare_out(args.out)
+        for name in (PLAN_FILE, JSON_FILE):
+            if (args.out / name).exists():
+                raise RecordError(f"--out {args.out} holds a run already ({name}): give each run "
+                                  "its own --out")
+        seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+        name = args.name or time.strftime("observer-%Y%m%dT%H%M%SZ", time.gmtime())
+        steps = plan(name, concurrencies, args.repetitions, seed)
+    except (CorpusError, RecordError, ValueError) as exc:
+        _err(str(exc))
+        return 2
+    if args.requests is None:
+        args.requests = len(corpus.bodies)
+    for w in warnings:
+        _err(f"warning: {w}")
+    try:  # before anything is sent: the sidecar answers and has none of the names
+        taken = {p["name"] for p in sidecar.phases()} & {s.phase for s in steps}
+    except SidecarError as exc:
+        _err(f"{exc} (nothing was sent)")
+        return 1
+    if taken:
+        _err(f"the sidecar has phases named {', '.join(sorted(taken)[:3])} already: choose "
+             "another --name (nothing was sent)")
+        return 2
+    about = {
+        "name": name, "engine_url": args.engine_url, "sidecar": args.sidecar,
+        "on": args.on, "off": args.off, "seed": seed,
+        "corpus": {"path": str(corpus.path), "bodies": len(corpus.bodies),
+                   "sha256": hashlib.sha256(b"\n".join(corpus.bodies) + b"\n").hexdigest()},
+        "concurrencies": concurrencies, "repetitions": args.repetitions,
+        "requests_per_repetition": args.requests,
+        "warmup_requests": args.warmup if args.warmup is not None else args.requests,
+    }
+    plan_path = args.out / PLAN_FILE
+    write_json(plan_path, plan_doc(name, seed, steps, written_at=time.time(),
+                                   **{k: v for k, v in about.items() if k not in ("name", "seed")}))
+    about["plan"] = {"file": PLAN_FILE,
+                     "sha256": hashlib.sha256(plan_path.read_bytes()).hexdigest()}
+    r = Run(args, steps, corpus, tokens, about)
+    print(f"plan: {len(steps)} steps, seed {seed}, in {plan_path}", file=sys.stderr)
+    r.save()
+    interrupted = False
+    with run.engine_client(args.engine_url, args.request_timeout, max(concurrencies)) as engine:
+        try:
+            for step in steps:
+                record = _step(r, sidecar, engine, step)
+                r.records.append(record)
+                doc = r.save()
+                judged = next(s for s in doc["steps"] if s["phase"] == step.phase)
+                _progress(judged, args.latency_source)
+                if r.stopped:
+                    _err(f"stopping: {r.stopped}")
+                    break
+        except KeyboardInterrupt:
+            interrupted = True
+            current = steps[len(r.records)].phase if len(r.records) < len(steps) else None
+            r.stopped = "interrupted (Ctrl-C)"
+            if current:
+                _err(f"interrupted; phase {current} may still be open: `helios-exporter phase "
+                     f"end {current}`")
+    return _finish(r, interrupted)
+
+
+def _progress(step: Mapping[str, Any], source: str) -> None:
+    f = step["figures"]
+    what = "valid" if step["valid"] else "INVALID: " + "; ".join(
+        c["check"] for c in step["checks"] if c["ok"] is not True)
+    mean = f[source]["mean"]
+    print(f"{step['phase']}: {f['answered']}/{f['sent']} answered, {source} mean "
+          f"{'-' if mean is None else f'{mean:.4f} s'}; {what}", file=sys.stderr)
+
+
+def _finish(r: Run, interrupted: bool) -> int:
+    from exporter.experiment.observer_cost_report import write
+
+    doc = r.document(complete=not r.stopped)
+    try:
+        written, missing = write(doc, r.args.out)
+    except OSError as exc:
+        _err(f"cannot write the report into {r.args.out}: {exc.strerror or exc}")
+        return 1
+    if missing:
+        _err(missing)
+    print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+    for res in doc["results"]:
+        print(f"C{res['concurrency']}: {res['sentence']}")
+    if interrupted:
+        return 130
+    return 0 if doc["conclusive"] else 1
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        sidecar = connect(args, args.token_file)
+    except SidecarError as exc:
+        _err(str(exc))
+        return 2
+    try:
+        return execute(args, sidecar)
+    finally:
+        sidecar.close()
