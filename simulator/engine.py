@@ -56,6 +56,8 @@ class EngineConfig:
     device_cache_slots: int = 4
     # Retired checkpoints remembered so that a miss on them reads `evicted` (simulator.retired).
     retired_memory: int = DEFAULT_CAPACITY
+    # A fault: every completion ends after this many tokens, whatever it asked for (None: none).
+    early_stop: int | None = None
 
     def __post_init__(self) -> None:
         if not self.time_scale > 0:
@@ -64,6 +66,8 @@ class EngineConfig:
             raise ValueError(f"stores_per_request must be at least 1, got {self.stores_per_request}")
         if self.retired_memory < 0:
             raise ValueError(f"retired_memory must not be negative, got {self.retired_memory}")
+        if self.early_stop is not None and self.early_stop < 0:
+            raise ValueError(f"early_stop must not be negative, got {self.early_stop}")
 
 
 class EngineUnavailable(Exception):
@@ -223,7 +227,8 @@ class SimulatedEngine:
     def submit(
         self, tokens: Sequence[int], max_tokens: int, model: str | None = None
     ) -> Request:
-        """Start a completion: look the prompt up, then store its checkpoints asynchronously."""
+        """Start a completion that generates ``max_tokens`` tokens: look the prompt up, then
+        store its checkpoints asynchronously."""
         if self.crashed or self.admission != "open":
             reason = "engine down" if self.crashed else f"admission {self.admission}"
             raise EngineUnavailable(reason)
