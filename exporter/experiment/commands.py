@@ -1,8 +1,9 @@
 """Subcommands `phase`, `evidence`, `probe` and `compare` (docs/interface.md section 7).
 
-Exit codes: 0 done; 1 the sidecar refused (or, for `probe`, a request failed or a pass could not
-be bracketed; the record is still written); 2 bad input (options, a corpus or evidence file).
-`compare` has its own: 0 pass, 1 a gate failed, 2 cannot compare.
+Exit codes: 0 done; 1 the sidecar refused (or, for `probe`, it stopped before its plan was done:
+a failed request or output contract, traffic it did not send, a used incarnation, an identity or
+pin failure, a pass it could not bracket; the record is still written); 2 bad input (options, a
+corpus or evidence file). `compare` has its own: 0 admitted, 1 not admitted, 2 cannot compare.
 """
 
 from __future__ import annotations
@@ -210,6 +211,9 @@ def _write(doc: dict[str, Any], out: Path, command: str) -> bool:
 
 
 def _print_verdicts(doc: dict[str, Any]) -> None:
+    if doc["probes"] and doc.get("simulated"):
+        print("SIMULATED: the simulated engine answered these passes; the verdicts describe it, "
+              "not Helios")
     for pair in doc["probes"]:
         print(f"{pair['prime']} -> {pair['replay']}: {pair['verdict']} ({pair['reading']})")
 

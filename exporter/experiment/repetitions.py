@@ -138,7 +138,7 @@ def _rep(number: int, name: str, names: Sequence[str], phases: Mapping[str, Mapp
     if not rep.recorded and not allow_unrecorded:
         rep.problems.append(NO_RECORD)
     for n, p in zip(chain, recorded, strict=True):
-        rep.problems += _phase_problems(n, phases[n], p)
+        rep.problems += _phase_problems(n, phases[n], p, measured=n == name)
         rep.identities.append(identity.of_phase(phases[n], p))
     first = lookups_before(phases[chain[0]])
     if first is None:
@@ -176,14 +176,14 @@ def _rep(number: int, name: str, names: Sequence[str], phases: Mapping[str, Mapp
     return rep
 
 
-def _phase_problems(name: str, phase: Mapping[str, Any],
-                    recorded: Mapping[str, Any] | None) -> list[str]:
+def _phase_problems(name: str, phase: Mapping[str, Any], recorded: Mapping[str, Any] | None,
+                    measured: bool) -> list[str]:
     """Why one phase of a repetition voids it (empty: it does not)."""
     if phase.get("state") != "ended":
         return [f"is invalid: {name} is still open"]
     if not phase.get("valid"):
-        return [f"is invalid: {'; '.join(phase.get('invalid_reasons') or ['invalid'])}"
-                + ("" if name == phase.get("name") else f" ({name})")]
+        return [("is invalid: " if measured else f"is invalid: its pass {name}: ")
+                + "; ".join(phase.get("invalid_reasons") or ["invalid"])]
     out = [f"is invalid: {name}: its counters contradict each other: {why}"
            for why in accounting(phase)]
     if recorded:

@@ -24,9 +24,11 @@ def test_the_three_verdicts(procs: Procs, tmp_path: Path, corpora: dict[str, Pat
     # 1. forward prime, reverse replay: the replay hits what survived the prime
     done = rig.probe(tmp_path / "rev", corpora["probe-52"], "--name", "rev")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == ("rev/forward-1 -> rev/reverse-2: order_sensitive (the "
-                                   "reverse replay hit what the forward prime stored: supports "
-                                   "order sensitivity)")
+    assert done.stdout.splitlines() == [
+        "SIMULATED: the simulated engine answered these passes; the verdicts describe it, not "
+        "Helios",
+        "rev/forward-1 -> rev/reverse-2: order_sensitive (the reverse replay hit what the forward "
+        "prime stored: supports order sensitivity)"]
     doc = evidence(tmp_path / "rev")
     assert doc["probes"] == [{"prime": "rev/forward-1", "replay": "rev/reverse-2",
                               "verdict": "order_sensitive", "orders": ["forward", "reverse"],
@@ -303,7 +305,9 @@ def test_compare_two_row_fraction_arms(procs: Procs, tmp_path: Path,
     # every repetition on its own incarnation, with its denominators
     reps = [line.split() for line in passed.stdout.split("repetitions (")[1].split("pairs (")[0]
             .splitlines() if line.startswith(("probe-52 ", "small-12 "))]
-    assert len(reps) == 12 and len({r[3] for r in reps}) == 12, passed.stdout
+    assert len(reps) == 12, passed.stdout
+    for label in ("baseline", "candidate"):  # one incarnation per repetition within an arm
+        assert len({r[3] for r in reps if r[1] == label}) == 6, passed.stdout
     assert {tuple(r[4:10]) for r in reps} == {("2", "52", "0", "52", "1,664", "1,664"),
                                               ("2", "12", "0", "12", "384", "384")}
     without = compare("base", "wide", "--allow-difference", "allocator")
