@@ -1,5 +1,5 @@
 """What the sidecar's polling costs the engine, measured by `helios-exporter observer-cost` with
-the polling as the observer (docs/experiments.md section 5).
+the polling as the observer (docs/experiments.md section 7).
 
     .venv/bin/python bench/observer_cost.py [--repetitions 3] [--requests 1600] [--json PATH]
 

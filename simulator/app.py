@@ -4,12 +4,19 @@ While the engine is down (``POST /admin/crash``) every endpoint outside ``/admin
 without a snapshot, as a stopped container behind a proxy would; ``POST /admin/restart`` brings a
 new incarnation back. ``POST /admin/trace`` switches the observer that ``observer-cost`` measures;
 ``POST /admin/fault`` arms a one-shot fault in the request path (simulator.faults).
+
+``POST /v1/completions`` answers as the simulated model would (simulator.outputs): its own
+length unless the body fixes it (``ignore_eos``, ``min_tokens``), ``usage.completion_tokens``
+as generated, and ``system_fingerprint`` ``helios-simulator`` so that evidence of it can say it
+was simulated. With an API key (``--api-key-file``, as vLLM's ``--api-key``) it asks for
+``Authorization: Bearer <key>`` (401 without it); the rest of the engine's paths stay open.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, Literal
@@ -20,6 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, Field, model_validator
 from starlette.middleware.base import RequestResponseEndpoint
 
+from simulator import outputs
 from simulator.clock import Clock
 from simulator.corpora import VOCAB
 from simulator.engine import AdmissionState, EngineUnavailable, SimulatedEngine
@@ -30,17 +38,23 @@ from simulator.scenarios import Scenario
 GENERATION_PATTERN = r"^[A-Za-z0-9._:-]{1,64}$"
 LABEL_PATTERN = r"^[A-Za-z0-9._:@/+=-]{1,128}$"
 CONTAINER_PATTERN = r"^[0-9a-f]{12,64}$"
-WORDS = ("the", "host", "tier", "keeps", "rows", "and", "pages", "for", "reuse", "later")
+FINGERPRINT = "helios-simulator"
 
 
 class CompletionBody(BaseModel):
     model: str | None = None
     prompt: str | list[int]
     max_tokens: Annotated[int, Field(ge=0, le=8192)] = 16
-    # vLLM/SGLang's fixed-length parameters, as the restore preflight and fixture-1024 send
-    # them; the simulator never stops early, so it generates max_tokens either way.
+    # vLLM / SGLang sampling parameters that fix the output length.
+    min_tokens: Annotated[int, Field(ge=0, le=8192)] = 0
     ignore_eos: bool = False
-    min_tokens: Annotated[int, Field(ge=0, le=8192)] | None = None
+
+    @model_validator(mode="after")
+    def _min_within_max(self) -> CompletionBody:
+        if self.min_tokens > self.max_tokens:
+            raise ValueError(f"min_tokens ({self.min_tokens}) must not exceed max_tokens "
+                             f"({self.max_tokens})")
+        return self
 
 
 class AdmissionBody(BaseModel):
@@ -93,8 +107,10 @@ def build_app(
     clock: Clock | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     max_request_wait_s: float = 30.0,
+    api_key: str | None = None,
 ) -> FastAPI:
-    """The engine's HTTP app; with a ``scenario``, its lifespan runs the background traffic."""
+    """The engine's HTTP app; with a ``scenario``, its lifespan runs the background traffic;
+    with an ``api_key``, completions need it as a bearer token."""
     clock = clock or engine.clock
     faults = Faults()
 
@@ -114,10 +130,15 @@ def build_app(
 
     app = FastAPI(title="Helios engine simulator", lifespan=lifespan)
 
+    expected = f"Bearer {api_key}".encode() if api_key is not None else None
+
     @app.middleware("http")
     async def down_gate(request: Request, call_next: RequestResponseEndpoint) -> Response:
         if engine.crashed and not request.url.path.startswith("/admin/"):
             return JSONResponse({"error": "engine down"}, status_code=503)
+        if expected is not None and request.url.path.startswith("/v1/") and not \
+                hmac.compare_digest(request.headers.get("authorization", "").encode(), expected):
+            return JSONResponse({"error": "invalid or missing API key"}, status_code=401)
         engine.poll()
         return await call_next(request)
 
@@ -153,37 +174,41 @@ def build_app(
     @app.post("/v1/completions")
     async def completions(body: CompletionBody) -> dict[str, Any]:
         tokens = tokenize(body.prompt)
-        generated, finish = body.max_tokens, "length"
+        model = body.model or engine.config.model_name
+        checkpoint = engine.config.checkpoint
+        n, finish = outputs.length(checkpoint, model, tokens, body.max_tokens, body.min_tokens,
+                                   body.ignore_eos, engine.config.early_stop)
         for kind, seconds in faults.next_request():
             if kind == "restart":
                 engine.restart("same")
             elif kind == "drop":
                 raise HTTPException(500, "request dropped by the engine (simulated fault)")
             elif kind == "short":
-                generated, finish = body.max_tokens // 2, "stop"
+                n, finish = n // 2, "stop"
             elif kind == "clock_jump":
                 engine.wall_offset += seconds
             elif kind == "rank_lost" and engine.config.num_ranks:
                 engine.lost_ranks.add(engine.config.num_ranks - 1)
         try:
-            request = engine.submit(tokens, generated, body.model)
+            running = engine.submit(tokens, n, body.model)  # decode time follows n
         except EngineUnavailable as exc:
             raise HTTPException(503, f"engine unavailable: {exc}") from exc
-        await sleep(min(max(0.0, request.finish_at - clock()), max_request_wait_s))
-        engine.finish(request)
-        if not request.finished:
+        await sleep(min(max(0.0, running.finish_at - clock()), max_request_wait_s))
+        engine.finish(running)
+        if not running.finished:
             raise HTTPException(503, "engine went down while the request ran")
-        text = " ".join(WORDS[i % len(WORDS)] for i in range(generated))
         return {
-            "id": request.request_id,
+            "id": running.request_id,
             "object": "text_completion",
-            "created": int(request.started_at),
-            "model": body.model or engine.config.model_name,
-            "choices": [{"text": text, "index": 0, "finish_reason": finish}],
+            "created": int(running.started_at),
+            "model": model,
+            "system_fingerprint": FINGERPRINT,
+            "choices": [{"text": outputs.text(checkpoint, model, tokens, n), "index": 0,
+                         "finish_reason": finish}],
             "usage": {
                 "prompt_tokens": len(tokens),
-                "completion_tokens": generated,
-                "total_tokens": len(tokens) + generated,
+                "completion_tokens": n,
+                "total_tokens": len(tokens) + n,
             },
         }
 

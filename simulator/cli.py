@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -100,6 +101,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ident.add_argument("--container-id", default=None,
                        help="container id (default: derived from the seed)")
 
+    api = parser.add_argument_group("completions (docs/simulator.md, 'Completions')")
+    api.add_argument("--api-key-file", default=None, metavar="F",
+                     help="ask /v1/ requests for `Authorization: Bearer <the file's first "
+                     "line>`, as vLLM's --api-key (default: no key)")
+    api.add_argument("--early-stop", type=int, default=None, metavar="N",
+                     help="a fault: end every completion after N tokens, whatever the request "
+                     "asked for (min_tokens, ignore_eos): a candidate whose outputs stop early")
+
     out = parser.add_argument_group("outage and demo scenarios (seconds may be fractional)")
 
     def default_of(name: str) -> str:
@@ -146,12 +155,28 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
              ("budget_bytes", "row_fraction", "row_record_bytes", "page_record_bytes")
              if getattr(args, name) is not None}
     geometry = dataclasses.replace(named.slabs, **given)
+    if args.early_stop is not None and args.early_stop < 0:
+        raise ValueError(f"--early-stop must not be negative, got {args.early_stop}")
     return EngineConfig(
         geometry=geometry, tokens_per_page=args.tokens_per_page, model_name=args.model_name,
         checkpoint=args.checkpoint, package=args.package, image_digest=args.image_digest,
         container_id=args.container_id, time_scale=args.time_scale,
-        latency=LatencyModel(noise=args.latency_noise), trace_cost=args.trace_cost, **overrides,
+        latency=LatencyModel(noise=args.latency_noise), trace_cost=args.trace_cost,
+        early_stop=args.early_stop, **overrides,
     )
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    if args.api_key_file is None:
+        return None
+    try:
+        with Path(args.api_key_file).open(encoding="utf-8") as f:
+            key = f.readline().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--api-key-file {args.api_key_file}: {exc}") from None
+    if not key:
+        raise ValueError(f"--api-key-file {args.api_key_file}: empty")
+    return key
 
 
 def outage_options(args: argparse.Namespace) -> OutageOptions:
@@ -173,7 +198,7 @@ def create_app(args: argparse.Namespace) -> FastAPI:
     scenario = build_scenario(args.scenario, seed=seed, rate=args.rate, outage=outage)
     log.info("simulator_configured", scenario=args.scenario, seed=seed,
              geometry=args.geometry, generation=engine.generation)
-    return build_app(engine, scenario=scenario)
+    return build_app(engine, scenario=scenario, api_key=_api_key(args))
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -2,7 +2,13 @@
 
 Every body is an OpenAI-style completion request a real engine accepts as is::
 
-    {"model": "qwen3-next", "prompt": [151644, 8948, ...], "max_tokens": 32, "temperature": 0}
+    {"model": "qwen3-next", "prompt": [151644, 8948, ...], "max_tokens": 32, "min_tokens": 32,
+     "ignore_eos": true, "temperature": 0}
+
+The output length is fixed the way the restore preflight fixes it (exporter/restore/preflight.py):
+`max_tokens` caps it, and `min_tokens` equal to it with `ignore_eos` (vLLM and SGLang sampling
+parameters) keep the engine from stopping sooner, so every request of a lane decodes exactly
+`max_tokens` tokens and an engine that stops early breaks the contract instead of looking fast.
 
 The prompt is token ids, not text, so no tokenizer stands between the corpus and the engine's
 blocks: body ``i`` of a lane is the chat template followed by ids drawn from SHAKE-256 of the
@@ -41,9 +47,6 @@ class Lane:
     prompt_tokens: int
     max_tokens: int
     what: str
-    # Ask for exactly max_tokens (vLLM/SGLang's ignore_eos and min_tokens, as the restore
-    # preflight does), so that an output of another length is a failure, not the model's choice.
-    fixed_output: bool = False
 
     def prompt(self, i: int) -> list[int]:
         if not 0 <= i < self.bodies:
@@ -54,11 +57,10 @@ class Lane:
         return [*TEMPLATE, *(x % span + FIRST_ID for x in struct.unpack(f"<{n}I", stream))]
 
     def body(self, i: int, model: str = DEFAULT_MODEL) -> dict[str, Any]:
-        body = {"model": model, "prompt": self.prompt(i), "max_tokens": self.max_tokens,
-                "temperature": 0}
-        if self.fixed_output:
-            body |= {"ignore_eos": True, "min_tokens": self.max_tokens}
-        return body
+        # Ask for exactly max_tokens (vLLM/SGLang's ignore_eos and min_tokens, as the restore
+        # preflight does), so that an output of another length is a failure, not the model's choice.
+        return {"model": model, "prompt": self.prompt(i), "max_tokens": self.max_tokens,
+                "min_tokens": self.max_tokens, "ignore_eos": True, "temperature": 0}
 
     def lines(self, model: str = DEFAULT_MODEL) -> Iterator[str]:
         """The corpus as JSONL lines (compact JSON, the bytes whose SHA-256 identify a body)."""
@@ -66,11 +68,12 @@ class Lane:
             yield json.dumps(self.body(i, model), separators=(",", ":"))
 
 
-# 3100 tokens = 48 usable blocks of 64; at 12 stores per request each body wants 12 rows and 48
-# pages, so 52 bodies want 624 of the 512 rows a quarter of 32 GiB holds but only 2496 of its
-# 24576 pages. 12 bodies (144 rows) fit. The long-context lane turns it around: 16 bodies of 768
-# usable blocks want 192 rows but 12288 pages, half the page slab: it fits at the default split
-# and thrashes once rows take more than 62.5 % of the budget.
+# A lane is one line here; its bodies follow from its name. 3100 tokens = 48 usable blocks of
+# 64; at 12 stores per request each body wants 12 rows and 48 pages, so 52 bodies want 624 of
+# the 512 rows a quarter of 32 GiB holds but only 2496 of its 24576 pages. 12 bodies (144 rows)
+# fit. The long-context lane turns it around: 16 bodies of 768 usable blocks want 192 rows but
+# 12288 pages, half the page slab: it fits at the default split and thrashes once rows take
+# more than 62.5 % of the budget.
 LANES: dict[str, Lane] = {
     lane.name: lane
     for lane in (
@@ -85,7 +88,7 @@ LANES: dict[str, Lane] = {
         # Seed 001 section 2's retained fixture: decode-heavy (64 output tokens, 0.64 s of a
         # simulated request's 0.65 s), so that an observer's cost per generated token shows.
         Lane("fixture-1024", 16, 1024, 64,
-             "observer cost: 1024-token prompts, exactly 64 output tokens", fixed_output=True),
+             "observer cost: 1024-token prompts, exactly 64 output tokens"),
     )
 }
 

@@ -59,6 +59,8 @@ class EngineConfig:
     # The observer to measure (`POST /admin/trace`): while tracing, each generated token takes
     # this fraction longer (0.05: 5 %). Off after every (re)start.
     trace_cost: float = 0.0
+    # A fault: every completion ends after this many tokens, whatever it asked for (None: none).
+    early_stop: int | None = None
 
     def __post_init__(self) -> None:
         if not self.time_scale > 0:
@@ -69,6 +71,8 @@ class EngineConfig:
             raise ValueError(f"retired_memory must not be negative, got {self.retired_memory}")
         if not 0 <= self.trace_cost <= 10:
             raise ValueError(f"trace_cost must be in [0, 10], got {self.trace_cost}")
+        if self.early_stop is not None and self.early_stop < 0:
+            raise ValueError(f"early_stop must not be negative, got {self.early_stop}")
 
 
 class EngineUnavailable(Exception):
@@ -234,7 +238,8 @@ class SimulatedEngine:
     def submit(
         self, tokens: Sequence[int], max_tokens: int, model: str | None = None
     ) -> Request:
-        """Start a completion: look the prompt up, then store its checkpoints asynchronously."""
+        """Start a completion that generates ``max_tokens`` tokens: look the prompt up, then
+        store its checkpoints asynchronously."""
         if self.crashed or self.admission != "open":
             reason = "engine down" if self.crashed else f"admission {self.admission}"
             raise EngineUnavailable(reason)

@@ -42,7 +42,7 @@ def _subcommand(name: str) -> argparse.ArgumentParser:
 
 @pytest.mark.parametrize("command", ["phase", "evidence", "probe", "compare"])
 def test_every_experiment_option_is_in_the_interface(command: str) -> None:
-    section = DOC.split("## 7.")[1].split("\n## ")[0]
+    section = DOC.split("\n## 7.")[1].split("\n## ")[0]  # with its subsections
     for action in _subcommand(command)._actions:
         for flag in action.option_strings:
             if flag.startswith("--") and flag != "--help":

@@ -1,4 +1,4 @@
-"""Regenerate the observer-cost report docs/experiments.md section 5 shows, by running its
+"""Regenerate the observer-cost report docs/experiments.md section 7 shows, by running its
 commands against the simulated engine: `python -m tools.observer_cost_report` (about a minute).
 
 It starts `helios-exporter simulate --scenario idle --seed 1 --time-scale 20 --trace-cost 0.05`

@@ -3,8 +3,11 @@
 `capture_of(view)` reads the view that cycle published, so a phase's deltas use the same numbers
 as the sidecar's own series: the offload counters of the snapshot (miss keys folded onto the
 closed reason set), the derived row-pressure-with-page-headroom counter, and the engine's
-pass-through request count and end-to-end latency histogram (after the pass-through's merge of
-per-request series). Pure: no I/O, no clock.
+pass-through request count, prompt and generated token totals and end-to-end latency histogram
+(after the pass-through's merge of per-request series). Beside them, what an experiment must
+hold fixed: the snapshot's identity, rank count and in-flight requests, every configured pin's
+result, and the enforced power limit of each rank's GPU from the last NVML reading (NVML is not
+polled at a phase edge). Pure: no I/O, no clock.
 
 Captures are stored in the phases file and served by GET /experiment/phases, so they encode to
 JSON and decode back (`to_json` / `from_json`, which rejects anything malformed).
@@ -21,10 +24,13 @@ from typing import Any
 from exporter.checked import count, number, obj, opt_count, string
 from exporter.derive import offload_counters
 from exporter.passthrough import EXPORT_PREFIX, Family
+from exporter.pins import power_limits
 from exporter.view import View
 
 LATENCY_FAMILY = EXPORT_PREFIX + "e2e_request_latency_seconds"
 REQUESTS_FAMILY = EXPORT_PREFIX + "num_requests"
+PROMPT_TOKENS_FAMILY = EXPORT_PREFIX + "prompt_tokens"
+GENERATION_TOKENS_FAMILY = EXPORT_PREFIX + "generation_tokens"
 # Raw engine miss keys kept per capture (evidence, never labels): `key_mismatch:ckpt=ab12` names
 # the other key, which the seed's "key/checkpoint lookup inspection" needs. Bounded: a hostile
 # engine may send thousands of keys.
@@ -60,6 +66,14 @@ class Capture:
     headroom_total: int | None = None  # helios_offload_row_pressure_with_page_headroom_total
     requests: float | None = None
     latency: Histogram | None = None
+    # (v3) /metrics token totals, the snapshot's ranks and in-flight requests, the pins' results
+    # (pin -> ok, None: unknown) and each rank GPU's enforced power limit (None: no NVML reading).
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    ranks: int | None = None
+    inflight: int | None = None
+    pins: Mapping[str, bool | None] = field(default_factory=lambda: _frozen({}))
+    power_limits: Mapping[str, float | None] | None = None
 
     def free_ratio(self, kind: str) -> float | None:
         slab = self.slabs.get(kind)
@@ -105,6 +119,11 @@ def capture_of(view: View) -> Capture:
     if latency is not None:
         # The histogram's count is every finished request (SGLang has no num_requests_total).
         requests = latency.count
+    nvml = view.latest.get("nvml")
+    limits = power_limits(nvml.value if nvml is not None else None)
+    rank_limits = None
+    if limits is not None and snap.ranks:
+        rank_limits = {r.gpu_uuid: limits.get(r.gpu_uuid) for r in snap.ranks}
     return Capture(
         at=at,
         generation=snap.generation,
@@ -117,6 +136,12 @@ def capture_of(view: View) -> Capture:
                         and headroom.generation == snap.generation else None),
         requests=requests,
         latency=latency,
+        prompt_tokens=_total(families.get(PROMPT_TOKENS_FAMILY)),
+        generation_tokens=_total(families.get(GENERATION_TOKENS_FAMILY)),
+        ranks=None if snap.ranks is None else len(snap.ranks),
+        inflight=None if snap.admission is None else snap.admission.inflight_requests,
+        pins=_frozen({p.pin: p.ok for p in view.pins}),
+        power_limits=None if rank_limits is None else _frozen(rank_limits),
     )
 
 
@@ -171,6 +196,12 @@ def to_json(c: Capture) -> dict[str, Any]:
         "e2e_latency_seconds": None if c.latency is None else {
             "count": c.latency.count, "sum": c.latency.sum,
             "buckets": [[le_text(le), n] for le, n in c.latency.buckets]},
+        "prompt_tokens": c.prompt_tokens,
+        "generation_tokens": c.generation_tokens,
+        "ranks": c.ranks,
+        "inflight": c.inflight,
+        "pins": dict(c.pins),
+        "power_limits_watts": None if c.power_limits is None else dict(c.power_limits),
     }
 
 
@@ -205,4 +236,24 @@ def from_json(raw: Any, what: str = "capture") -> Capture:
                                  f"{what}.row_pressure_with_page_headroom_total"),
         requests=None if d.get("requests") is None else number(d["requests"], f"{what}.requests"),
         latency=latency,
+        # Captures stored before v3 have none of these: unknown.
+        prompt_tokens=_opt_number(d.get("prompt_tokens"), f"{what}.prompt_tokens"),
+        generation_tokens=_opt_number(d.get("generation_tokens"), f"{what}.generation_tokens"),
+        ranks=opt_count(d.get("ranks"), f"{what}.ranks"),
+        inflight=opt_count(d.get("inflight"), f"{what}.inflight"),
+        pins=_frozen({k: _opt_bool(v, f"{what}.pins.{k}")
+                      for k, v in obj(d.get("pins") or {}, f"{what}.pins").items()}),
+        power_limits=None if d.get("power_limits_watts") is None else _frozen(
+            {k: _opt_number(v, f"{what}.power_limits_watts.{k}")
+             for k, v in obj(d["power_limits_watts"], f"{what}.power_limits_watts").items()}),
     )
+
+
+def _opt_number(raw: Any, what: str) -> float | None:
+    return None if raw is None else number(raw, what)
+
+
+def _opt_bool(raw: Any, what: str) -> bool | None:
+    if raw is not None and not isinstance(raw, bool):
+        raise ValueError(f"{what}: expected true, false or null")
+    return raw

@@ -1,10 +1,11 @@
 """Subcommands `phase`, `evidence`, `probe`, `compare` and `observer-cost` (docs/interface.md
 section 7; observer-cost lives in exporter/experiment/observer_cost.py).
 
-Exit codes: 0 done; 1 the sidecar refused (or, for `probe`, a request failed or a pass could not
-be bracketed; the record is still written); 2 bad input (options, a corpus or evidence file).
-`compare` has its own: 0 pass, 1 a gate failed, 2 cannot compare; so has `observer-cost` (its
-module's docstring).
+Exit codes: 0 done; 1 the sidecar refused (or, for `probe`, it stopped before its plan was done:
+a failed request or output contract, traffic it did not send, a used incarnation, an identity or
+pin failure, a pass it could not bracket; the record is still written); 2 bad input (options, a
+corpus or evidence file). `compare` has its own: 0 admitted, 1 not admitted, 2 cannot compare; so
+has `observer-cost` (its module's docstring).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any
 
 from exporter import access
 from exporter.experiment import evidence as ev
-from exporter.experiment import observer_cost, probe, record
+from exporter.experiment import identity, observer_cost, probe, record, semantic, send
 from exporter.experiment.client import SidecarClient, SidecarError, connect
-from exporter.experiment.compare import DIMENSIONS, MIN_REPETITIONS, compare, render
+from exporter.experiment.compare import CANNOT_COMPARE, MIN_REPETITIONS, compare
+from exporter.experiment.compare_text import render
 from exporter.experiment.schema import SchemaError, check_evidence
 
 DEFAULT_SIDECAR = "http://127.0.0.1:19400"
@@ -44,6 +46,12 @@ def _positive(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
+
+
+def _at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 def _count(text: str) -> int:
@@ -83,6 +91,9 @@ def add_evidence(parser: argparse.ArgumentParser) -> None:
                         help="probe.json files (or the probes' --out folders) whose passes go "
                         "into the evidence: sent and failed requests, body hashes and order, "
                         "which compare needs (repeatable; DIR/probe.json of --out is read too)")
+    parser.add_argument("--simulated", action="store_true",
+                        help="the phases ran on the simulated engine: label the report "
+                        "SIMULATED (known without it from probe records of the simulator)")
 
 
 def add_probe(parser: argparse.ArgumentParser) -> None:
@@ -90,18 +101,38 @@ def add_probe(parser: argparse.ArgumentParser) -> None:
                         help="the engine's base URL (the probe POSTs to /v1/completions)")
     _sidecar_options(parser, token=True)
     parser.add_argument("--corpus", type=Path, required=True, metavar="FILE.jsonl",
-                        help="one completion request body (a JSON object) per line")
+                        help="one completion request body (a JSON object) per line, each fixing "
+                        "its output length (max_tokens with min_tokens equal to it, or "
+                        "ignore_eos)")
     parser.add_argument("--replay-corpus", type=Path, metavar="FILE.jsonl",
                         help="send this corpus in every pass after the first (e.g. the same "
                         "prompts under another model)")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="directory for probe.json and the evidence report")
+                        help="directory for probe.json, outputs.jsonl and the evidence report")
     parser.add_argument("--order", default="forward,reverse",
                         help="the passes' orders, comma-separated: forward or reverse; the "
                         "first pass primes, each later one replays (default: %(default)s)")
-    parser.add_argument("--repetitions", type=_count, default=0, metavar="N",
-                        help="then N more passes in the last order, phases NAME/1 ... NAME/N: "
-                        "the repetitions `compare` reads (default: 0)")
+    parser.add_argument("--repetitions", type=_count, default=0, metavar="R",
+                        help="run the passes R times, each time on a fresh incarnation "
+                        "(--fresh-command); the last pass of repetition r is the phase NAME/r "
+                        "that `compare` measures (default: 0, one probe)")
+    parser.add_argument("--fresh-command", metavar="CMD",
+                        help="run before every prime to get a fresh engine incarnation (a "
+                        "managed unload and load; the simulator: POST /admin/restart); split "
+                        "like a shell would, no shell; it returns once the engine serves")
+    parser.add_argument("--fresh-timeout", type=_positive, default=900.0, metavar="S",
+                        help="seconds --fresh-command may take (default: %(default)s)")
+    parser.add_argument("--concurrency", type=_at_least_one, default=1, metavar="N",
+                        help="requests in flight at once, dispatched in the pass's order "
+                        "(default: %(default)s)")
+    parser.add_argument("--engine-header", action="append", default=[], metavar="'NAME: VALUE'",
+                        help="a header every completion carries, e.g. the engine's "
+                        "Authorization (repeatable; values are never recorded)")
+    parser.add_argument("--engine-token-file", type=Path, metavar="F",
+                        help="file holding the engine's bearer token (Authorization: Bearer)")
+    parser.add_argument("--declare", action="append", default=[], metavar="DIM=VALUE",
+                        help="what the snapshot does not say about the engine, recorded for "
+                        f"`compare`: {', '.join(identity.DECLARABLE)} (repeatable)")
     parser.add_argument("--name", help="phase name prefix (default: probe-<UTC time>)")
     # Not --timeout: HELIOS_EXPORTER_TIMEOUT is the sidecar's 2 s engine timeout in the same shell.
     parser.add_argument("--request-timeout", type=_positive, default=300.0, metavar="S",
@@ -112,23 +143,40 @@ def add_compare(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", type=Path, required=True, metavar="A.json")
     parser.add_argument("--candidate", type=Path, required=True, metavar="B.json")
     parser.add_argument("--primary", required=True, metavar="LANE",
-                        help="the lane that must improve (its phases LANE/1, LANE/2, ...)")
+                        help="the lane that must improve (its repetitions LANE/1, LANE/2, ...)")
     parser.add_argument("--protected", action="append", default=[], metavar="LANE",
                         help="a lane that must not regress (repeatable)")
     parser.add_argument("--min-benefit", type=_fraction, default=0.05, metavar="F",
-                        help="least relative improvement of the primary lane's mean latency "
-                        "(default: %(default)s)")
+                        help="least relative improvement of the primary lane's mean latency, in "
+                        "every matched pair (default: %(default)s)")
     parser.add_argument("--max-regression", type=_fraction, default=0.03, metavar="F",
-                        help="most relative slow-down of a protected lane (default: %(default)s)")
-    parser.add_argument("--allow-difference", action="append", default=[], choices=DIMENSIONS,
-                        metavar="DIM",
-                        help="a declared difference between the arms' engines, one of "
-                        f"{', '.join(DIMENSIONS)} (repeatable); any other difference refuses "
-                        "the comparison")
+                        help="most relative slow-down of a protected lane, in every matched pair "
+                        "(default: %(default)s)")
+    parser.add_argument("--allow-difference", action="append", default=[], metavar="CHANGE",
+                        help="the one declared change between the arms: "
+                        f"{', '.join(identity.CHANGES)} (geometry: the v2 name of allocator); "
+                        "given once (one change per comparison); the total budget never may "
+                        "differ")
+    parser.add_argument("--new-build", action="store_true",
+                        help="the declared allocator or speculation change is delivered as a "
+                        "new build: the image and package may differ with it (the source diff "
+                        "is the engine team's to review)")
+    semantic = parser.add_mutually_exclusive_group()
+    semantic.add_argument("--semantic-command", metavar="CMD",
+                          help="the engine team's check of the outputs, run with the two "
+                          "evidence files appended (baseline first): exit 0 pass, 1 fail, "
+                          "anything else not evaluated")
+    semantic.add_argument("--semantic-verdict", type=Path, metavar="FILE",
+                          help='the engine team\'s verdict: JSON {"semantic_gate": "pass"|"fail", '
+                          '"baseline_sha256", "candidate_sha256", "method"} naming the SHA-256 '
+                          "of the two evidence files it judged")
+    parser.add_argument("--semantic-timeout", type=_positive, default=600.0, metavar="S",
+                        help="seconds --semantic-command may take (default: %(default)s)")
     parser.add_argument("--allow-unrecorded", action="store_true",
                         help="accept repetitions without a probe record (phases bracketed by hand "
                         "with `phase begin|end` around another load generator): their failed "
-                        "requests are then unknown to the gate, which says so")
+                        "requests and outputs are then unknown, so the strict-output gate is not "
+                        "evaluated and nothing is admitted")
 
 
 def _err(command: str, message: str) -> None:
@@ -165,6 +213,9 @@ def _write(doc: dict[str, Any], out: Path, command: str) -> bool:
 
 
 def _print_verdicts(doc: dict[str, Any]) -> None:
+    if doc["probes"] and doc.get("simulated"):
+        print("SIMULATED: the simulated engine answered these passes; the verdicts describe it, "
+              "not Helios")
     for pair in doc["probes"]:
         print(f"{pair['prime']} -> {pair['replay']}: {pair['verdict']} ({pair['reading']})")
 
@@ -200,18 +251,34 @@ def run_evidence(args: argparse.Namespace) -> int:
              f"(left out): {', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}")
     if args.prefix:
         phases = [p for p in phases if any(p["name"].startswith(x) for x in args.prefix)]
-    doc = ev.build(phases, pairs, passes, source=args.sidecar)
+    doc = ev.build(phases, pairs, passes, source=args.sidecar, simulated=args.simulated)
     if not _write(doc, args.out, "evidence"):
         return 1
     _print_verdicts(doc)
     return 0
 
 
+def _probe_options(args: argparse.Namespace) -> probe.Options:
+    """ValueError (CorpusError, CredentialError) when an option cannot be used."""
+    if args.repetitions > 1 and not args.fresh_command:
+        raise ValueError(f"--repetitions {args.repetitions} needs --fresh-command: each "
+                         "repetition runs on its own fresh incarnation")
+    declared = dict(identity.parse_declaration(d) for d in args.declare)
+    headers = send.engine_headers(args.engine_header, args.engine_token_file)
+    return probe.Options(concurrency=args.concurrency, headers=headers,
+                         fresh_command=args.fresh_command, fresh_timeout=args.fresh_timeout,
+                         declared=declared, timeout=args.request_timeout)
+
+
 def run_probe(args: argparse.Namespace) -> int:
     try:
         orders = probe.parse_orders(args.order)
         corpus = probe.read_corpus(args.corpus)
+        corpus.require_fixed_lengths()
         replay = probe.read_corpus(args.replay_corpus) if args.replay_corpus else None
+        if replay is not None:
+            replay.require_fixed_lengths()
+        options = _probe_options(args)
         record.prepare_out(args.out, fresh_record=True)
         client = connect(args, args.token_file)
     except (ValueError, SidecarError) as exc:
@@ -220,13 +287,14 @@ def run_probe(args: argparse.Namespace) -> int:
     name = args.name or time.strftime("probe-%Y%m%dT%H%M%SZ", time.gmtime())
     passes = probe.plan(name, orders, args.repetitions, corpus, replay)
     try:
-        return _probe(args, client, name, corpus, replay, passes)
+        return _probe(args, client, name, corpus, replay, passes, options, orders)
     finally:
         client.close()
 
 
 def _probe(args: argparse.Namespace, client: SidecarClient, name: str, corpus: probe.Corpus,
-           replay: probe.Corpus | None, passes: list[probe.PassPlan]) -> int:
+           replay: probe.Corpus | None, passes: list[probe.PassPlan], options: probe.Options,
+           orders: list[str]) -> int:
     try:  # before anything is sent: the sidecar answers, takes the credentials, has the names free
         taken = {p["name"] for p in client.phases()} & {p.phase for p in passes}
     except SidecarError as exc:
@@ -238,26 +306,34 @@ def _probe(args: argparse.Namespace, client: SidecarClient, name: str, corpus: p
         return 2
     started = time.time()
     records: list[probe.PassRecord] = []
-    complete = False
+    state: dict[str, Any] = {"complete": False, "stopped": None}
 
     def document() -> dict[str, Any]:
         return probe.record_doc(name, args.engine_url, args.sidecar, corpus, replay, records,
-                                started, complete)
+                                started, options, state["complete"], state["stopped"],
+                                args.repetitions, orders)
 
     recorder = record.Recorder(args.out / record.RECORD_FILE, document)
     if recorder.save(force=True) is None:  # a record exists before the first phase begins
         return 1
     try:
-        probe.run_passes(args.engine_url, client, passes, args.request_timeout,
-                         progress=sys.stderr.isatty(), records=records,
-                         checkpoint=recorder.save)
-        complete = True
+        with (args.out / record.OUTPUTS_FILE).open("w") as stream, \
+                send.Sender(args.engine_url, headers=options.headers, timeout=options.timeout,
+                            concurrency=options.concurrency) as sender:
+            state["stopped"] = probe.run_passes(
+                sender, client, passes, options, records, progress=sys.stderr.isatty(),
+                outputs=probe.OutputLog(stream), checkpoint=recorder.save,
+                repetitions=args.repetitions or None)
+        state["complete"] = True
     except KeyboardInterrupt:
         open_phase = next((r.phase for r in reversed(records) if r.begin_error is None), None)
         _err("probe", "interrupted; the record so far is kept" + (
             f"; phase {open_phase} may still be open: `helios-exporter phase end {open_phase}`"
             if open_phase else ""))
         return 130
+    except OSError as exc:
+        _err("probe", f"cannot write {args.out / record.OUTPUTS_FILE}: {exc.strerror or exc}")
+        return 1
     finally:
         written = recorder.final()
     if written is None:
@@ -269,42 +345,70 @@ def _probe(args: argparse.Namespace, client: SidecarClient, name: str, corpus: p
     except SidecarError as exc:
         _err("probe", f"{exc}; {written} is written, the evidence report is not")
         return 1
-    ended = [r.phase for r in records if r.end_error is None and r.begin_error is None]
-    pairs = [(ended[0], later) for later in ended[1:]]
+    ended = [r for r in records if r.end_error is None and r.begin_error is None]
+    pairs = [(first.phase, later.phase) for first in ended if first.previous is None
+             for later in ended if later is not first and _same_incarnation(first, later, ended)]
     doc = ev.build(phases, pairs, summaries, source=args.sidecar)
     wrote = _write(doc, args.out, "probe")
     _print_verdicts(doc)
-    failures = [f for s in summaries for f in s["failures"]]
-    incomplete = len(ended) < len(passes)
-    if failures or incomplete:
-        first = (f" (the first: {failures[0].get('error') or failures[0].get('status')})"
-                 if failures else "")
-        _err("probe", f"{len(failures)} requests failed{first}" + (
-            f"; {len(passes) - len(ended)} of {len(passes)} passes not bracketed"
-            if incomplete else "") + f" (see {written})")
+    if state["stopped"]:
+        _err("probe", f"stopped: {state['stopped']} ({len(ended)} of {len(passes)} passes ran; "
+             f"every output is in {written} and {args.out / record.OUTPUTS_FILE})")
         return 1
     return 0 if wrote else 1
 
 
+def _same_incarnation(first: probe.PassRecord, later: probe.PassRecord,
+                      ended: list[probe.PassRecord]) -> bool:
+    """Whether `later` ran after the prime `first` on its incarnation (previous links)."""
+    by_phase = {r.phase: r for r in ended}
+    current: probe.PassRecord | None = later
+    while current is not None and current.previous is not None:
+        if current.previous == first.phase:
+            return True
+        current = by_phase.get(current.previous)
+    return False
+
+
 def run_compare(args: argparse.Namespace) -> int:
+    given = list(dict.fromkeys(args.allow_difference))
+    changes, wrong = [], []
+    for text in given:
+        try:
+            changes.append(identity.parse_change(text))
+        except ValueError as exc:
+            wrong.append(str(exc))
+    if len(given) > 1 or wrong:
+        said = ([f"--allow-difference {' and '.join(given)}: one change per comparison "
+                 "(runtime, quantization, allocator and speculation are compared separately)"]
+                if len(given) > 1 else [])
+        _err("compare", "; ".join(said + [f"--allow-difference {w}" for w in wrong]))
+        return CANNOT_COMPARE
     docs = []
     for path in (args.baseline, args.candidate):
         try:
             doc = json.loads(path.read_bytes())
         except OSError as exc:
             _err("compare", f"{path}: {exc.strerror or exc}")
-            return 2
+            return CANNOT_COMPARE
         except ValueError as exc:
             _err("compare", f"{path}: not JSON ({exc})")
-            return 2
+            return CANNOT_COMPARE
         try:
             check_evidence(doc)
         except SchemaError as exc:
             _err("compare", f"{path}: not a usable evidence.json: {exc}")
-            return 2
+            return CANNOT_COMPARE
         docs.append(doc)
+    gate = None
+    if args.semantic_command:
+        gate = semantic.from_command(args.semantic_command, args.baseline, args.candidate,
+                                     args.semantic_timeout)
+    elif args.semantic_verdict:
+        gate = semantic.from_verdict(args.semantic_verdict, args.baseline, args.candidate)
     result = compare(docs[0], docs[1], args.primary, args.protected, args.min_benefit,
-                     args.max_regression, args.allow_difference, args.allow_unrecorded)
+                     args.max_regression, changes[0] if changes else None, args.new_build,
+                     args.allow_unrecorded, gate)
     sys.stdout.write(render(result, str(args.baseline), str(args.candidate)))
     return result.exit_code
 

@@ -1,251 +1,99 @@
-"""The admission gate over two arms' evidence.json (docs/interface.md section 7; docs/experiments.md).
+"""The admission gate over two arms' evidence.json (docs/interface.md section 7.1;
+docs/experiments.md section 4).
 
-A lane's repetitions are its valid phases `LANE/1`, `LANE/2`, ...; a repetition's figure is its
-mean end-to-end latency (latency histogram deltas, sum over count); an arm's figure for a lane is
-the pooled mean of its repetitions (every request weighs the same). Gates: the primary lane must
-be faster by at least min-benefit, no protected lane slower by more than max-regression.
+A lane's repetitions are `LANE/1` ... `LANE/R` (exporter/experiment/repetitions.py), each on its
+own fresh incarnation; baseline repetition n is paired with candidate repetition n, in the order
+they ran. The gates, every one printed:
 
-Exit 0 when the gates pass, 1 when one fails, 2 when the arms cannot be compared: a lane with
-fewer than MIN_REPETITIONS valid repetitions in either arm, repetitions that are not matched (a
-different number of requests, other bytes or another order), a repetition that fails the strict
-output contract (no probe record of what was sent, a failed request, or other traffic: the engine
-finished more or fewer requests than the probe sent), or arms whose pinned identity differs in a
-dimension the user did not declare (`--allow-difference`). A failed output is exit 2, not 1: the
-latency figures then leave out (or time) failed requests, so the gate has nothing sound to pass
-or fail; the seed orders functional acceptance before the performance gate, and exit 2 never
-admits. p50 and p95 come from the histogram buckets and are shown beside the means, never gating.
+- identity: the engines are the same in every dimension but the one declared change
+  (exporter/experiment/identity.py); a dimension nobody knows is not evaluated.
+- repetitions: equal counts (at least MIN_REPETITIONS), every repetition usable, the same bytes
+  in the same order, the same number of requests.
+- accounting: no counter contradicts another (part of each repetition being usable, shown apart).
+- strict output: request by request, pair by pair, both arms returned the output length the
+  corpus fixed and the same output hash (for a runtime, quantization or speculation change the
+  text may differ: the semantic gate judges it; an allocator change must not change one output).
+- counter evidence (an allocator change only): the baseline's primary lane shows row pressure
+  while pages had headroom.
+- primary: every pair of the primary lane at least min-benefit faster (mean end-to-end latency
+  of the engine's histogram, sum over count); protected: no pair of a protected lane more than
+  max-regression slower. Pairs, not pooled means: a benefit must hold in every matched pair, so
+  that one lucky repetition cannot carry it, and the pooled figure is shown beside them.
+- semantic: the engine team's verdict on the outputs (exporter/experiment/semantic.py).
+
+Exit 0 (admitted): every gate holds. 1 (not admitted): a gate failed or was not evaluated. 2
+(cannot compare): the evidence itself does not make a comparison (an unusable file, repetitions
+that are not matched or not usable, engines that differ in more than the declared change, a
+budget change). p50 and p95 come from the histogram buckets and never gate.
 """
 
 from __future__ import annotations
 
-import re
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from exporter.experiment.deltas import quantile, sum_buckets
+from exporter.experiment import identity
+from exporter.experiment.repetitions import LaneArm, Rep, lane_arm
 
 MIN_REPETITIONS: Final = 3
-# What must be equal between the two arms unless declared (and within each arm, always).
-DIMENSIONS: Final = ("image_digest", "package", "checkpoint", "budget", "geometry")
-PASS, FAIL, REFUSED = 0, 1, 2
-
-
-def identity(phase: Mapping[str, Any]) -> dict[str, str]:
-    """The pinned identity of the engine a phase ran on, per dimension (as text)."""
-    begin = phase.get("begin") or {}
-    ident = begin.get("identity") or {}
-    slabs = begin.get("slabs") or {}
-    out = {k: str(ident.get(k, "unknown")) for k in ("image_digest", "package", "checkpoint")}
-    out["budget"] = f"{begin['budget_bytes']:,} B" if begin.get("budget_bytes") else "unknown"
-    out["geometry"] = ", ".join(f"{kind} {s.get('capacity', 0):,} x {s.get('record_bytes', 0):,} B"
-                                for kind, s in sorted(slabs.items())) or "unknown"
-    return out
+ADMITTED, NOT_ADMITTED, CANNOT_COMPARE = 0, 1, 2
+PASS, FAIL, REFUSED = ADMITTED, NOT_ADMITTED, CANNOT_COMPARE  # the v2 names
+HOLDS, FAILS, NOT_EVALUATED, NOT_APPLICABLE, CANNOT = (
+    "holds", "FAILS", "not evaluated", "not applicable", "cannot compare")
+OTHER_OUTPUT: Final = "another output (output_sha256 differs)"
+# Changes that may change the text itself (numerics, another checkpoint, speculative decoding):
+# their outputs must keep the fixed length, and the semantic gate judges the text. An allocator
+# change must not change a single output.
+TEXT_MAY_CHANGE: Final = frozenset({"runtime", "quantization", "speculation"})
+GATES: Final = ("identity", "repetitions", "accounting", "strict output", "counter evidence",
+                "primary", "protected", "semantic")
 
 
 @dataclass(frozen=True)
-class Rep:
-    """One counted repetition with its denominators."""
-
+class Gate:
     name: str
-    finished: float  # requests the engine finished (its latency histogram's count)
-    mean: float
-    sent: int | None = None  # from the probe's record; None: no record
-    failed: int | None = None
-    sequence: str | None = None
+    status: str
+    detail: str
 
 
 @dataclass
-class Arm:
-    reps: list[Rep] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # why a LANE/n phase does not count
-    unmatched: list[str] = field(default_factory=list)  # why a counted one voids the comparison
-    total_sum: float = 0.0
-    total_count: float = 0.0
-    buckets: list[tuple[float, float]] = field(default_factory=list)
-
-    @property
-    def sequences(self) -> set[str]:
-        return {r.sequence for r in self.reps if r.sequence}
-
-    @property
-    def mean(self) -> float | None:
-        return self.total_sum / self.total_count if self.total_count else None
-
-    @property
-    def spread(self) -> float | None:
-        """(max - min) / mean of the repetition means."""
-        means = [r.mean for r in self.reps]
-        if len(means) < 2 or not self.mean:
-            return None
-        return (max(means) - min(means)) / self.mean
-
-    @property
-    def stdev(self) -> float | None:
-        means = [r.mean for r in self.reps]
-        return statistics.stdev(means) if len(means) >= 2 else None
-
-
-def _output_problem(rep: Rep, allow_unrecorded: bool = False) -> str | None:
-    """Why a repetition's requests do not make a matched, strict-output repetition (None: they
-    do). The probe's record says what was sent and what failed; without it neither is known,
-    which only a declared `--allow-unrecorded` accepts (phases bracketed by hand around another
-    load generator, whose own record of failures the user vouches for)."""
-    if rep.sent is None or rep.failed is None:
-        if allow_unrecorded:
-            return None
-        return (f"{rep.name}: no probe record, so its sent and failed requests are unknown "
-                "(write the evidence with --probe-record, or declare phases bracketed by hand "
-                "around another load generator with --allow-unrecorded)")
-    if rep.failed:
-        return (f"{rep.name}: {rep.failed} of {rep.sent} requests failed (an output failure "
-                "voids the repetition; the outputs are in probe.json)")
-    if rep.finished != rep.sent:
-        return (f"{rep.name}: the engine finished {rep.finished:g} requests, the probe sent "
-                f"{rep.sent}: other traffic reached the engine during the phase")
-    return None
-
-
-def lane_arm(doc: Mapping[str, Any], lane: str, allow_unrecorded: bool = False) -> Arm:
-    pattern = re.compile(re.escape(lane) + r"/([0-9]+)")
-    passes = {p["phase"]: p for p in doc.get("passes") or []}
-    arm = Arm()
-    latencies = []
-    matched = [(int(m.group(1)), p) for p in doc.get("phases") or []
-               if (m := pattern.fullmatch(str(p.get("name", ""))))]
-    for _, p in sorted(matched, key=lambda x: x[0]):
-        name = p["name"]
-        latency = (p.get("deltas") or {}).get("e2e_latency_seconds")
-        if p.get("state") != "ended":
-            arm.skipped.append(f"{name}: still open")
-        elif not p.get("valid"):
-            arm.skipped.append(f"{name}: invalid ({'; '.join(p.get('invalid_reasons') or [])})")
-        elif not latency or not latency.get("count"):
-            arm.skipped.append(f"{name}: no finished requests in the engine's latency histogram")
-        else:
-            count, total = float(latency["count"]), float(latency["sum"])
-            recorded = passes.get(name) or {}
-            rep = Rep(name, count, total / count, recorded.get("sent"), recorded.get("failed"),
-                      recorded.get("sequence_sha256"))
-            arm.reps.append(rep)
-            arm.total_sum += total
-            arm.total_count += count
-            latencies.append(latency)
-            problem = _output_problem(rep, allow_unrecorded)
-            if problem:
-                arm.unmatched.append(problem)
-    arm.buckets = sum_buckets(latencies)
-    return arm
+class Pair:
+    number: int
+    base: Rep
+    cand: Rep
+    change: float | None = None  # (candidate - baseline) / baseline of the repetition means
+    ok: bool | None = None
+    why: str = ""
 
 
 @dataclass
 class Lane:
     name: str
     role: str  # primary | protected
-    baseline: Arm
-    candidate: Arm
-    change: float | None = None  # (candidate - baseline) / baseline of the means
-    ok: bool | None = None
-    why: str = ""
+    baseline: LaneArm
+    candidate: LaneArm
+    pairs: list[Pair] = field(default_factory=list)
+    change: float | None = None  # of the pooled means, shown, never gating
+    refused: bool = False
 
 
 @dataclass
 class Comparison:
-    exit_code: int = PASS
+    exit_code: int = ADMITTED
+    change: str | None = None
     lanes: list[Lane] = field(default_factory=list)
+    gates: list[Gate] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    identity: dict[str, tuple[str, str]] = field(default_factory=dict)  # dim -> (base, cand)
+    identity: identity.Judged = field(default_factory=identity.Judged)
+    simulated: bool = False
+
+    @property
+    def failures(self) -> list[str]:
+        return [f"{g.name}: {g.detail}" for g in self.gates if g.status == FAILS]
 
 
-def _arm_identity(doc: Mapping[str, Any], lanes: Sequence[str], label: str,
-                  out: Comparison) -> dict[str, str]:
-    seen: dict[str, set[str]] = {d: set() for d in DIMENSIONS}
-    for lane in lanes:
-        pattern = re.compile(re.escape(lane) + r"/[0-9]+")
-        for p in doc.get("phases") or []:
-            if pattern.fullmatch(str(p.get("name", ""))) and p.get("valid"):
-                for dim, value in identity(p).items():
-                    seen[dim].add(value)
-    for dim, values in seen.items():
-        if len(values) > 1:
-            out.refusals.append(f"the {label} arm mixes engines: {dim} is "
-                                + " and ".join(sorted(values)) + " (one arm, one engine)")
-    return {dim: next(iter(v)) if len(v) == 1 else "mixed" for dim, v in seen.items()}
-
-
-def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any], primary: str,
-            protected: Sequence[str] = (), min_benefit: float = 0.05,
-            max_regression: float = 0.03, allow: Sequence[str] = (),
-            allow_unrecorded: bool = False) -> Comparison:
-    out = Comparison()
-    lanes = [primary, *[p for p in protected if p != primary]]
-    base_id = _arm_identity(baseline, lanes, "baseline", out)
-    cand_id = _arm_identity(candidate, lanes, "candidate", out)
-    for dim in DIMENSIONS:
-        out.identity[dim] = (base_id[dim], cand_id[dim])
-        differs = base_id[dim] != cand_id[dim]
-        if differs and dim not in allow:
-            out.refusals.append(
-                f"the arms differ in {dim} ({base_id[dim]} vs {cand_id[dim]}), which was not "
-                f"declared: compare one change at a time, or declare it with "
-                f"--allow-difference {dim}")
-        elif not differs and dim in allow:
-            out.notes.append(f"--allow-difference {dim} declared, but both arms have "
-                             f"{dim} {base_id[dim]}")
-    for lane in lanes:
-        row = Lane(lane, "primary" if lane == primary else "protected",
-                   lane_arm(baseline, lane, allow_unrecorded),
-                   lane_arm(candidate, lane, allow_unrecorded))
-        unrecorded = [r.name for arm in (row.baseline, row.candidate) for r in arm.reps
-                      if r.sent is None]
-        if allow_unrecorded and unrecorded:
-            out.notes.append(f"lane {lane}: --allow-unrecorded: {', '.join(unrecorded)} have no "
-                             "probe record; their failed requests are unknown to this gate and "
-                             "the engine's finished count is their only denominator")
-        out.lanes.append(row)
-        for label, arm in (("baseline", row.baseline), ("candidate", row.candidate)):
-            if len(arm.reps) < MIN_REPETITIONS:
-                skipped = f" ({'; '.join(arm.skipped)})" if arm.skipped else ""
-                out.refusals.append(f"lane {lane}: {len(arm.reps)} valid repetitions in the "
-                                    f"{label} arm, {MIN_REPETITIONS} needed{skipped}")
-        for label, arm in (("baseline", row.baseline), ("candidate", row.candidate)):
-            out.refusals += [f"lane {lane}, {label}: {why}" for why in arm.unmatched]
-        counts = {r.finished for arm in (row.baseline, row.candidate) for r in arm.reps}
-        if len(counts) > 1:
-            out.refusals.append(f"lane {lane}: repetitions are not matched: "
-                                + ", ".join(f"{n:g}" for n in sorted(counts))
-                                + " requests per repetition")
-        sequences = row.baseline.sequences | row.candidate.sequences
-        if len(sequences) > 1:
-            out.refusals.append(f"lane {lane}: the repetitions sent different bytes or another "
-                                "order (the probe's sequence_sha256 differs)")
-        b, c = row.baseline.mean, row.candidate.mean
-        if b is None or c is None:
-            continue
-        row.change = (c - b) / b
-        if row.role == "primary":
-            row.ok = -row.change >= min_benefit
-            row.why = (f"benefit {pct(-row.change)} {'>=' if row.ok else '<'} the required "
-                       f"{pct(min_benefit)}")
-        else:
-            row.ok = row.change <= max_regression
-            row.why = (f"regression {pct(max(row.change, 0.0))} "
-                       f"{'<=' if row.ok else '>'} the allowed {pct(max_regression)}")
-        if not row.ok:
-            out.failures.append(f"lane {lane} ({row.role}): {row.why}")
-        spreads = [s for s in (row.baseline.spread, row.candidate.spread) if s is not None]
-        if row.role == "primary" and spreads and abs(row.change) < max(spreads):
-            out.notes.append(f"lane {lane}: the change ({pct(row.change, sign=True)}) is smaller "
-                             f"than the spread between repetitions ({pct(max(spreads))}): not "
-                             "distinguishable from noise")
-    out.exit_code = REFUSED if out.refusals else FAIL if out.failures else PASS
-    return out
-
-
-# -- the table --------------------------------------------------------------------------------
 def pct(value: float, sign: bool = False) -> str:
     """A fraction as a percentage with one decimal; one that rounds to zero is "0.0%", never
     "-0.0%" or "+0.0%"."""
@@ -254,69 +102,246 @@ def pct(value: float, sign: bool = False) -> str:
     return f"{value:+.1%}" if sign else f"{value:.1%}"
 
 
-def _s(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f} s"
+def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any], primary: str,
+            protected: Sequence[str] = (), min_benefit: float = 0.05,
+            max_regression: float = 0.03, change: str | None = None, new_build: bool = False,
+            allow_unrecorded: bool = False,
+            semantic: tuple[str, str] | None = None) -> Comparison:
+    """`semantic`: the semantic gate's (status, detail), evaluated by the caller (it needs the
+    files); None when none was supplied."""
+    out = Comparison(change=change, simulated=bool(baseline.get("simulated")
+                                                   or candidate.get("simulated")))
+    names = [primary, *dict.fromkeys(p for p in protected if p != primary)]
+    for name in names:
+        row = Lane(name, "primary" if name == primary else "protected",
+                   lane_arm(baseline, name, allow_unrecorded),
+                   lane_arm(candidate, name, allow_unrecorded))
+        _match(row, out)
+        out.lanes.append(row)
+    out.gates.append(_identity_gate(out, change, new_build))
+    refused = [r for r in out.lanes if r.refused]
+    out.gates.append(Gate("repetitions", CANNOT, "see 'cannot compare' below") if refused else
+                     Gate("repetitions", HOLDS, _repetitions_held(out.lanes)))
+    out.gates.append(_accounting_gate(out.lanes))
+    comparable = not out.refusals
+    strict = (_strict_output(out.lanes, change) if comparable else
+              Gate("strict output", NOT_EVALUATED, "the arms cannot be compared"))
+    out.gates += [strict, _counter_evidence(out.lanes[0], change)]
+    outputs_differ = strict.status == FAILS
+    for role in ("primary", "protected"):
+        out.gates.append(_performance(out.lanes, role, min_benefit, max_regression, comparable,
+                                      outputs_differ))
+    status, detail = semantic or (NOT_EVALUATED, "no --semantic-command or --semantic-verdict "
+                                  "given: the engine team's check that the outputs are right")
+    out.gates.append(Gate("semantic", status, detail))
+    for row in out.lanes:
+        spreads = [s for s in (row.baseline.spread, row.candidate.spread) if s is not None]
+        if row.role == "primary" and row.change is not None and spreads and \
+                abs(row.change) < max(spreads):
+            out.notes.append(f"lane {row.name}: the pooled change ({pct(row.change, sign=True)}) "
+                             f"is smaller than the spread between repetitions "
+                             f"({pct(max(spreads))})")
+    if out.refusals:
+        out.exit_code = CANNOT_COMPARE
+    elif any(g.status in (FAILS, NOT_EVALUATED, CANNOT) for g in out.gates):
+        out.exit_code = NOT_ADMITTED
+    return out
 
 
-def _n(value: int | None) -> str:
-    return "-" if value is None else f"{value:,}"
+def _match(row: Lane, out: Comparison) -> None:
+    """Refusals for a lane whose repetitions do not make matched pairs; the pairs otherwise."""
+    before = len(out.refusals)
+    for label, arm in (("baseline", row.baseline), ("candidate", row.candidate)):
+        out.refusals += [f"lane {row.name}, {label}: {why}" for why in arm.problems]
+        out.refusals += [f"lane {row.name}, {label}: repetition {r.name} {why}"
+                         for r in arm.reps for why in r.problems]
+    nb, nc = len(row.baseline.reps), len(row.candidate.reps)
+    if nb != nc:
+        out.refusals.append(f"lane {row.name}: {nb} repetitions in the baseline arm, {nc} in the "
+                            "candidate arm: repetitions are matched one to one")
+    elif nb < MIN_REPETITIONS:
+        out.refusals.append(f"lane {row.name}: {nb} repetitions in each arm, {MIN_REPETITIONS} "
+                            f"needed (phases {row.name}/1 ... {row.name}/{MIN_REPETITIONS})")
+    reps = row.baseline.reps + row.candidate.reps
+    shapes = {len(r.chain) for r in reps}
+    if len(shapes) > 1:
+        out.refusals.append(f"lane {row.name}: the repetitions ran different passes (" + ", ".join(
+            f"{r.name}: {len(r.chain)}" for r in reps) + ")")
+    sequences = {r.sequences for r in reps if r.recorded}
+    if len(sequences) > 1:
+        out.refusals.append(f"lane {row.name}: the repetitions sent different bytes or another "
+                            "order (the probe's sequence_sha256 differs)")
+    counts = {r.finished for r in reps if r.finished is not None}
+    if len(counts) > 1:
+        out.refusals.append(f"lane {row.name}: repetitions are not matched: "
+                            + ", ".join(f"{n:g}" for n in sorted(counts))
+                            + " requests per repetition")
+    row.refused = len(out.refusals) > before
+    b, c = row.baseline.mean, row.candidate.mean
+    if b and c is not None:
+        row.change = (c - b) / b
+    if nb == nc:
+        row.pairs = [Pair(i, x, y) for i, (x, y) in
+                     enumerate(zip(row.baseline.reps, row.candidate.reps, strict=True), 1)]
+        for p in row.pairs:
+            if p.base.mean and p.cand.mean is not None:
+                p.change = (p.cand.mean - p.base.mean) / p.base.mean
 
 
-def _repetitions(c: Comparison) -> list[str]:
-    """Every counted repetition with its denominators: what the probe sent and what failed (its
-    record), what the engine finished, and which bytes in which order (sequence_sha256)."""
-    rows = [(row.name, label, r) for row in c.lanes
-            for label, arm in (("baseline", row.baseline), ("candidate", row.candidate))
-            for r in arm.reps]
+def _identity_gate(out: Comparison, change: str | None, new_build: bool) -> Gate:
+    refusals: list[str] = []
+    per_arm = []
+    for label, arm in (("baseline", "baseline"), ("candidate", "candidate")):
+        idents = [i for row in out.lanes for r in getattr(row, arm).reps for i in r.identities]
+        per_arm.append(identity.of_arm(idents, label, refusals))
+    judged = identity.judge(per_arm[0], per_arm[1], change, new_build)
+    out.identity = judged
+    refusals += judged.refusals
+    out.refusals = refusals + out.refusals
+    if refusals:
+        return Gate("identity", CANNOT, "see 'cannot compare' below")
+    if judged.unknown:
+        return Gate("identity", NOT_EVALUATED, f"{', '.join(judged.unknown)} unknown in an arm "
+                    "(not in the snapshot, not read by NVML, not declared with probe --declare): "
+                    "nobody checked that it was held fixed")
+    if change is None:
+        return Gate("identity", FAILS, "no change declared: the arms are one configuration (an "
+                    "A/A comparison shows the noise; it admits nothing)")
+    moved = ", ".join(judged.differs)
+    return Gate("identity", HOLDS, f"one declared change ({change}; differs: {moved}); every "
+                "other dimension equal")
+
+
+def _repetitions_held(lanes: Sequence[Lane]) -> str:
+    parts = [f"{r.name} {len(r.baseline.reps)} x {len(r.baseline.reps[0].chain)} passes"
+             for r in lanes if r.baseline.reps]
+    return ("matched one to one, each repetition on its own fresh incarnation with nothing sent "
+            "but the probe's bodies, in the same order in both arms: " + ", ".join(parts))
+
+
+def _accounting_gate(lanes: Sequence[Lane]) -> Gate:
+    reps = [r for row in lanes for arm in (row.baseline, row.candidate) for r in arm.reps]
+    contradicted = [r.name for r in reps if any("counters contradict" in p for p in r.problems)]
+    checked = sum(len(r.chain) for r in reps)
+    if contradicted:
+        return Gate("accounting", CANNOT, f"counters contradict each other in "
+                    f"{', '.join(sorted(set(contradicted)))} (see 'cannot compare' below)")
+    if not checked:
+        return Gate("accounting", NOT_EVALUATED, "no phases to check")
+    return Gate("accounting", HOLDS, f"{checked} phases: hits and misses within lookups, "
+                "restored within reused within prompt tokens, lookups equal to finished "
+                "requests, the engine's generated tokens equal to those the probe received")
+
+
+def _strict_output(lanes: Sequence[Lane], change: str | None) -> Gate:
+    """Request by request: the fixed output length always; the same output hash unless the
+    declared change may change the text (TEXT_MAY_CHANGE), which the semantic gate judges."""
+    compared = tokens = 0
+    differ: list[str] = []
+    texts: list[str] = []  # other output hashes under a change that may change them
+    for row in lanes:
+        for pair in row.pairs:
+            for k, (bo, co) in enumerate(zip(pair.base.outputs, pair.cand.outputs, strict=False)):
+                phase = pair.cand.chain[k]
+                if bo is None or co is None:
+                    return Gate("strict output", NOT_EVALUATED, f"no output hashes recorded for "
+                                f"{pair.base.chain[k] if bo is None else phase} (a phase without "
+                                "a probe record, or a record of an older probe)")
+                if len(bo) != len(co):
+                    differ.append(f"{phase}: {len(bo)} requests in the baseline, {len(co)} in "
+                                  "the candidate")
+                    continue
+                for i, (b, c) in enumerate(zip(bo, co, strict=True)):
+                    compared += 1
+                    tokens += int(c.get("completion_tokens") or 0)
+                    why = _output_differs(b, c)
+                    where = f"{phase} #{i} (body {str(c.get('sha256'))[:12]})"
+                    if why == OTHER_OUTPUT and change in TEXT_MAY_CHANGE:
+                        texts.append(where)
+                    elif why:
+                        differ.append(f"{where}: {why}")
+    if differ:
+        more = f" (and {len(differ) - 3} more)" if len(differ) > 3 else ""
+        return Gate("strict output", FAILS, f"{len(differ)} of {compared} requests differ between "
+                    f"the arms: {'; '.join(differ[:3])}{more}")
+    if not compared:
+        return Gate("strict output", NOT_EVALUATED, "no requests to compare")
+    if texts:
+        return Gate("strict output", HOLDS, f"{compared:,} requests (every pass of every pair): "
+                    f"the fixed output length in both arms ({tokens:,} output tokens in each); "
+                    f"{len(texts):,} output hashes differ (first: {texts[0]}), which a {change} "
+                    "change may do: the semantic gate judges those outputs")
+    return Gate("strict output", HOLDS, f"{compared:,} requests (every pass of every pair): the "
+                f"same output hash and the fixed output length in both arms ({tokens:,} output "
+                "tokens in each)")
+
+
+def _output_differs(b: Mapping[str, Any], c: Mapping[str, Any]) -> str | None:
+    for label, o in (("baseline", b), ("candidate", c)):
+        expected = o.get("expected_tokens")
+        if expected is None:
+            return f"the {label}'s body did not fix its output length"
+        if o.get("completion_tokens") != expected:
+            return (f"{label} completion_tokens {o.get('completion_tokens')}, the corpus fixed "
+                    f"{expected}")
+    if b.get("sha256") != c.get("sha256"):
+        return "another body"
+    if not b.get("output_sha256") or b.get("output_sha256") != c.get("output_sha256"):
+        return OTHER_OUTPUT
+    return None
+
+
+def _counter_evidence(row: Lane, change: str | None) -> Gate:
+    if change != "allocator":
+        return Gate("counter evidence", NOT_APPLICABLE, "only an allocator change needs row "
+                    "pressure with page headroom in the baseline first")
+    reps = row.baseline.reps
+    attempts = [r.deltas.get("row_pressure_attempts") for r in reps]
+    headroom = [r.deltas.get("row_pressure_with_page_headroom") for r in reps]
+    if not reps or None in attempts or None in headroom:
+        return Gate("counter evidence", NOT_EVALUATED, f"the baseline's primary lane {row.name} "
+                    "has no row-pressure counters: row pressure with page headroom is not shown")
+    shown = sum(h or 0 for h in headroom)
+    total = sum(a or 0 for a in attempts)
+    said = (f"baseline {row.name}: {total:,} row-pressure eviction attempts, {shown:,} of them "
+            f"while at least 25% of the pages were free ({len(reps)} repetitions)")
+    if not shown:
+        return Gate("counter evidence", FAILS, f"not shown: {said}")
+    return Gate("counter evidence", HOLDS, said)
+
+
+def _performance(lanes: Sequence[Lane], role: str, min_benefit: float, max_regression: float,
+                 comparable: bool, outputs_differ: bool) -> Gate:
+    rows = [r for r in lanes if r.role == role]
     if not rows:
-        return []
-    width = max(16, *(len(r.name) for _, _, r in rows))
-    header = (f"{'lane':<16} {'arm':<9} {'repetition':<{width}} {'sent':>6} {'failed':>6} "
-              f"{'finished':>8} {'mean':>10}  bytes and order (sequence_sha256)")
-    lines = ["repetitions (sent and failed: the probe's record; finished: the engine's latency "
-             "histogram):", header, "-" * len(header)]
-    for lane, label, r in rows:
-        lines.append(f"{lane:<16} {label:<9} {r.name:<{width}} {_n(r.sent):>6} "
-                     f"{_n(r.failed):>6} {r.finished:>8g} {_s(r.mean):>10}  "
-                     f"{(r.sequence or 'no record')[:16]}")
-    return [*lines, ""]
-
-
-def render(c: Comparison, baseline: str, candidate: str) -> str:
-    lines = [f"baseline  {baseline}", f"candidate {candidate}", ""]
-    lines.append("identity (must be equal unless declared with --allow-difference):")
-    for dim, (b, cand) in c.identity.items():
-        lines.append(f"  {dim:<13} {'same' if b == cand else 'DIFFERS'}: {b}"
-                     + ("" if b == cand else f"  ->  {cand}"))
-    lines.append("")
-    header = (f"{'lane':<16} {'role':<9} {'arm':<9} {'reps':>4} {'req/rep':>9} {'requests':>9} "
-              f"{'mean':>10} {'spread':>7}  {'p50*':>9} {'p95*':>9}  repetition means")
-    lines += [header, "-" * len(header)]
-    for row in c.lanes:
-        for label, arm in (("baseline", row.baseline), ("candidate", row.candidate)):
-            per_rep = sorted({f"{r.finished:g}" for r in arm.reps}) or ["-"]
-            spread = "-" if arm.spread is None else pct(arm.spread)
-            means = " ".join(f"{r.mean:.4f}" for r in arm.reps) or "-"
-            lines.append(
-                f"{row.name if label == 'baseline' else '':<16} "
-                f"{row.role if label == 'baseline' else '':<9} {label:<9} {len(arm.reps):>4} "
-                f"{'/'.join(per_rep):>9} {arm.total_count:>9g} {_s(arm.mean):>10} {spread:>7}  "
-                f"{_s(quantile(0.5, arm.buckets)):>9} {_s(quantile(0.95, arm.buckets)):>9}  "
-                f"{means}")
-        if row.change is not None:
-            verdict = "pass" if row.ok else "FAIL"
-            lines.append(f"{'':<27}change {pct(row.change, sign=True)}: {row.why}: {verdict}")
-        for arm_label, arm in (("baseline", row.baseline), ("candidate", row.candidate)):
-            for skipped in arm.skipped:
-                lines.append(f"{'':<27}not counted ({arm_label}): {skipped}")
-    lines += ["", "* p50/p95 are estimated from the latency histogram's buckets (linear within a "
-              "bucket) and do not gate; the gate uses the means (sum over count).",
-              "spread = (slowest - fastest repetition mean) / pooled mean.", ""]
-    lines += _repetitions(c)
-    lines += [f"note: {n}" for n in c.notes]
-    lines += [f"cannot compare: {r}" for r in c.refusals]
-    lines += [f"gate failed: {f}" for f in c.failures]
-    result = {PASS: "PASS: every gate holds", FAIL: "FAIL: a gate failed",
-              REFUSED: "REFUSED: the arms cannot be compared as they are"}[c.exit_code]
-    lines.append(f"{result} (exit {c.exit_code})")
-    return "\n".join(lines) + "\n"
+        return Gate(role, NOT_APPLICABLE, "no protected lane named (--protected)")
+    if not comparable:
+        return Gate(role, NOT_EVALUATED, "the arms cannot be compared")
+    if outputs_differ:
+        return Gate(role, NOT_EVALUATED, "the outputs differ: latencies of other outputs do not "
+                    "compare")
+    held, failed = [], []
+    for row in rows:
+        for p in row.pairs:
+            if p.change is None:
+                return Gate(role, NOT_EVALUATED, f"{row.name}: pair {p.number} has no mean")
+            if role == "primary":
+                p.ok = -p.change >= min_benefit
+                p.why = (f"{pct(p.change, sign=True)}: a regression, not a benefit"
+                         if round(p.change * 100, 1) > 0 else
+                         f"benefit {pct(-p.change)} {'>=' if p.ok else '<'} {pct(min_benefit)}")
+            else:
+                p.ok = p.change <= max_regression
+                p.why = (f"{pct(p.change, sign=True)}: "
+                         + (f"within the allowed {pct(max_regression)}" if p.ok else
+                            f"more than the allowed {pct(max_regression)} slower"))
+            if not p.ok:
+                failed.append(f"{row.name}: pair {p.number}: {p.why}")
+        changes = ", ".join(pct(p.change or 0.0, sign=True) for p in row.pairs)
+        pooled = "-" if row.change is None else pct(row.change, sign=True)
+        held.append(f"{row.name}: {changes} (pooled {pooled})")
+    rule = (f"every matched pair at least {pct(min_benefit)} faster" if role == "primary" else
+            f"no matched pair more than {pct(max_regression)} slower")
+    if failed:
+        return Gate(role, FAILS, f"{'; '.join(failed)}; {rule}, pooled: " + "; ".join(held))
+    return Gate(role, HOLDS, f"{rule}: " + "; ".join(held))

@@ -1,4 +1,5 @@
-"""Pure arithmetic of phases: deltas between two captures, validity, probe verdicts, quantiles.
+"""Pure arithmetic of phases: deltas between two captures, validity, cross-source accounting,
+probe verdicts, quantiles.
 
 A delta is None (JSON null) when either capture lacks the counter: a missing section means
 unknown, never 0 (docs/interface.md section 1).
@@ -13,7 +14,9 @@ from typing import Any, Final
 from exporter.experiment.capture import Capture, le_text
 from exporter.labels import MISS_REASONS
 
-VERDICTS: Final = ("order_sensitive", "incompatible_keys", "no_reuse")
+# order_sensitive: hits in a replay sent in another order than the prime; reuse (v3): hits in the
+# prime's own order (or an order not known), which is not evidence about order.
+VERDICTS: Final = ("order_sensitive", "reuse", "incompatible_keys", "no_reuse")
 INVALID: Final = "invalid"  # a probe pair whose phase is missing, open or invalid
 
 # Delta name -> the capture counter it comes from (exporter.derive.offload_counters keys).
@@ -49,6 +52,8 @@ def deltas(begin: Capture, end: Capture) -> dict[str, Any]:
     headroom = _diff(begin.headroom_total, end.headroom_total)
     out["row_pressure_with_page_headroom"] = None if headroom is None else int(headroom)
     out["requests"] = _diff(begin.requests, end.requests)
+    out["prompt_tokens"] = _diff(begin.prompt_tokens, end.prompt_tokens)
+    out["generation_tokens"] = _diff(begin.generation_tokens, end.generation_tokens)
     latency = None
     if begin.latency is not None and end.latency is not None:
         before = dict(begin.latency.buckets)
@@ -79,11 +84,15 @@ def problems(begin: Capture, end: Capture) -> list[str]:
     return out
 
 
-def verdict(replay: Mapping[str, Any]) -> str:
-    """The probe verdict of a replay phase's deltas (docs/interface.md section 7)."""
+def verdict(replay: Mapping[str, Any], prime_order: str | None = None,
+            replay_order: str | None = None) -> str:
+    """The probe verdict of a replay phase's deltas (docs/interface.md section 7): hits are
+    order sensitivity only when the replay was sent in another order than the prime."""
     hits = replay.get("hits") or 0
     if hits > 0:
-        return "order_sensitive"
+        if prime_order and replay_order and prime_order != replay_order:
+            return "order_sensitive"
+        return "reuse"
     misses = replay.get("misses") or {}
     if (misses.get("key_mismatch") or 0) + (misses.get("no_checkpoint") or 0) > 0:
         return "incompatible_keys"
@@ -132,3 +141,70 @@ def quantile(q: float, buckets: list[tuple[float, float]] | tuple[tuple[float, f
         prev_bound, prev_count = bound, count
     return prev_bound
 
+
+
+def accounting(phase: Mapping[str, Any]) -> list[str]:
+    """Where a phase's counters contradict each other (empty: they agree, as far as they are
+    known). Within the snapshot: hits or hits and misses above lookups, restored tokens above
+    reused ones. Against the engine's own /metrics: reused prompt tokens above the prompt tokens
+    it counted, and, when no request was in flight at either edge (every lookup's request had
+    finished), lookups other than finished requests. Such a phase measured something else than
+    its counters say, so `compare` and the probe's verdicts do not use it."""
+    d = phase.get("deltas") or {}
+    out = []
+    lookups, hits = d.get("lookups"), d.get("hits")
+    misses = sum((d.get("misses") or {}).values())
+    if lookups is not None and hits is not None:
+        if hits > lookups:
+            out.append(f"{_g(hits)} hits above {_g(lookups)} lookups")
+        elif hits + misses > lookups:
+            out.append(f"{_g(hits)} hits and {_g(misses)} misses above {_g(lookups)} lookups")
+    restored, reused = d.get("host_tokens_restored"), d.get("prompt_tokens_reused")
+    if restored is not None and reused is not None and restored > reused:
+        out.append(f"{_g(restored)} host tokens restored above {_g(reused)} prompt tokens reused")
+    prompt = d.get("prompt_tokens")
+    if reused is not None and prompt is not None and reused > prompt:
+        out.append(f"{_g(reused)} prompt tokens reused (snapshot) above the {_g(prompt)} prompt "
+                   "tokens the engine's /metrics counted")
+    idle = all(((phase.get(edge) or {}).get("inflight") == 0) for edge in ("begin", "end"))
+    requests = d.get("requests")
+    if idle and lookups is not None and requests is not None and lookups != requests:
+        out.append(f"{_g(lookups)} lookups (snapshot) but {_g(requests)} finished requests "
+                   "(/metrics) with nothing in flight at either edge")
+    return out
+
+
+def gap(before: Mapping[str, Any], after: Mapping[str, Any]) -> str | None:
+    """What reached the engine between the end capture of phase `before` and the begin capture
+    of phase `after` (None: nothing, as far as the engine counts lookups and finished
+    requests). Both on one generation; a restart in between is named too."""
+    end, begin = before.get("end") or {}, after.get("begin") or {}
+    if end.get("generation") != begin.get("generation"):
+        return (f"the engine restarted between {before['name']!r} and {after['name']!r} "
+                f"(generation {end.get('generation')} -> {begin.get('generation')})")
+    lookups = _diff(_num((end.get("counters") or {}).get("lookups.total")),
+                    _num((begin.get("counters") or {}).get("lookups.total")))
+    requests = _diff(_num(end.get("requests")), _num(begin.get("requests")))
+    if lookups is None and requests is None:
+        return (f"the engine reported neither lookups nor finished requests, so what came "
+                f"between {before['name']!r} and {after['name']!r} is unknown")
+    if lookups or requests:
+        return (f"{_g(lookups)} lookups and {_g(requests)} finished requests reached the engine "
+                f"between {before['name']!r} and {after['name']!r}: another client's traffic "
+                "(nothing may be sent between passes)")
+    return None
+
+
+def lookups_before(phase: Mapping[str, Any]) -> float | None:
+    """Lookups the incarnation had served when the phase began (0: a fresh incarnation)."""
+    return _num(((phase.get("begin") or {}).get("counters") or {}).get("lookups.total"))
+
+
+def _num(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _g(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.6g}"

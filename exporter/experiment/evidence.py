@@ -13,9 +13,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from exporter.experiment.deltas import INVALID, mean_latency, per_request, verdict
+from exporter.experiment.deltas import (
+    INVALID,
+    accounting,
+    gap,
+    lookups_before,
+    mean_latency,
+    per_request,
+    verdict,
+)
 
 FORMAT_VERSION = 1
+SIMULATOR = "helios-simulator"  # the simulated engine's system_fingerprint (simulator/app.py)
 JSON_FILE = "evidence.json"
 MD_FILE = "evidence.md"
 PICTURE_FILE = "evidence.png"
@@ -69,14 +78,14 @@ def _count(value: float | None) -> str:
 def reading(verdict: str, prime_order: str | None, replay_order: str | None) -> str:
     """One plain sentence on what a verdict says about order (evidence.md, the picture)."""
     if verdict == "order_sensitive":
-        if prime_order and replay_order and prime_order == replay_order:
-            return (f"same order ({prime_order} -> {replay_order}): reuse, not order "
-                    "sensitivity")
+        return (f"the {replay_order} replay hit what the {prime_order} prime stored: supports "
+                "order sensitivity")
+    if verdict == "reuse":
         if prime_order and replay_order:
-            return (f"the {replay_order} replay hit what the {prime_order} prime stored: "
-                    "supports order sensitivity")
-        return ("the replay hit what the prime stored: reuse; order evidence only if it ran "
-                "in another order than the prime")
+            return (f"same order ({prime_order} -> {replay_order}): the replay reused what the "
+                    "prime stored; not evidence of order sensitivity")
+        return ("the replay reused what the prime stored; the orders are not known, so it is "
+                "not evidence of order sensitivity")
     if verdict == "incompatible_keys":
         return "no hits; the prefixes were found under another key: the keys differ"
     if verdict == "no_reuse":
@@ -84,12 +93,48 @@ def reading(verdict: str, prime_order: str | None, replay_order: str | None) -> 
     return "cannot be judged"
 
 
+def foreign_traffic(role: str, name: str, phase: Mapping[str, Any],
+                    recorded: Mapping[str, Any] | None) -> list[str]:
+    """Where the engine counted other requests in a recorded pass than the probe sent: every
+    lookup and every finished request of the phase must be one the probe sent (empty: so)."""
+    if not recorded:
+        return []
+    d = phase.get("deltas") or {}
+    sent = recorded.get("sent")
+    out = []
+    for what, value in (("finished", d.get("requests")), ("looked up", d.get("lookups"))):
+        if value is not None and sent is not None and value != sent:
+            where = f"the {role} phase {name!r}" if role else name
+            out.append(f"the engine {what} {value:g} requests in {where}, the probe sent "
+                       f"{sent}: another client's traffic reached the engine during the pass")
+            break
+    return out
+
+
+def _links(phases: Mapping[str, Mapping[str, Any]], passes: Mapping[str, Mapping[str, Any]],
+           prime: str, replay: str) -> list[tuple[str, str]]:
+    """The consecutive pairs of passes from the prime to the replay as the probe's record ran
+    them (each pass names the one before it); the pair itself where the record does not say."""
+    links: list[tuple[str, str]] = []
+    current = replay
+    while current != prime and len(links) < 64:
+        previous = (passes.get(current) or {}).get("previous")
+        if not isinstance(previous, str) or previous not in phases:
+            return [(prime, replay)]
+        links.append((previous, current))
+        current = previous
+    return links[::-1] if current == prime else [(prime, replay)]
+
+
 def judge(phases: Mapping[str, Mapping[str, Any]], prime: str, replay: str,
           passes: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """A probe pair's verdict, or `invalid` with the reason when it cannot be judged: a phase
     missing, open or invalid, the two on different generations, a phase that measured nothing
-    (0 lookups or 0 requests), or a pass with failed requests. `passes`: the probe's passes by
-    phase name, where recorded."""
+    (0 lookups or 0 requests), a pass with failed requests, counters that contradict each other,
+    a prime that did not begin on a fresh incarnation, or traffic the probe did not send (in a
+    pass: the engine finished or looked up other than the probe sent; between the passes: the
+    end capture of one and the begin capture of the next differ). `passes`: the probe's passes
+    by phase name, where recorded."""
     passes = passes or {}
     out: dict[str, Any] = {"prime": prime, "replay": replay}
 
@@ -110,33 +155,52 @@ def judge(phases: Mapping[str, Mapping[str, Any]], prime: str, replay: str,
                        "what the prime stored")
     problems = [why for role, name in (("prime", prime), ("replay", replay))
                 for why in _no_data(role, name, phases[name], passes.get(name))]
+    links = _links(phases, passes, prime, replay)
+    between = [name for _, name in links[:-1]]  # the probe's own passes between the two
+    for role, name in (("prime", prime), *(("pass", n) for n in between), ("replay", replay)):
+        problems += [f"the {role} phase {name!r}: {why}" for why in accounting(phases[name])]
+        problems += foreign_traffic(role, name, phases[name], passes.get(name))
+    before = lookups_before(phases[prime])
+    if before is None:
+        problems.append(f"the prime {prime!r} has no lookup counters at its begin: whether it "
+                        "began on a fresh incarnation is unknown")
+    elif before:
+        problems.append(f"the prime {prime!r} began on an incarnation that had served "
+                        f"{before:g} lookups already: the prime needs a fresh incarnation")
+    problems += [why for a, b in links if (why := gap(phases[a], phases[b])) is not None]
     if problems:
         return invalid("; ".join(problems))
-    found = verdict(phases[replay]["deltas"])
     orders = [order_of(prime, passes), order_of(replay, passes)]
+    found = verdict(phases[replay]["deltas"], *orders)
     return {**out, "verdict": found, "orders": orders, "reading": reading(found, *orders)}
 
 
 def headline(probe: Mapping[str, Any], limit: int = 90) -> str:
-    """A probe pair's verdict in a few words, as a picture's title shows it: a same-order hit
-    is called reuse, so that it never reads as order evidence."""
+    """A probe pair's verdict in a few words, as a picture's title shows it."""
     found = probe["verdict"]
     if found == INVALID:
         why = str(probe.get("why", ""))
         return "invalid: " + (why if len(why) <= limit else why[:limit - 3] + "...")
-    prime_order, replay_order = (probe.get("orders") or [order_of(probe["prime"], {}),
-                                                         order_of(probe["replay"], {})])[:2]
-    if found == "order_sensitive" and prime_order and prime_order == replay_order:
-        return "same order: reuse, not order sensitivity"
-    if found == "order_sensitive" and prime_order and replay_order:
+    prime_order, replay_order = (probe.get("orders") or [None, None])[:2]
+    if found == "order_sensitive":
         return f"order_sensitive: the {replay_order} replay hit"
+    if found == "reuse":
+        return ("reuse (same order): not order sensitivity" if prime_order and replay_order
+                else "reuse: not order sensitivity")
     return str(found)
 
 
+def is_simulated(passes: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any pass was answered by the simulated engine (its system_fingerprint)."""
+    return any(str(p.get("engine") or "").startswith(SIMULATOR) for p in passes)
+
+
 def build(phases: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[str, str]] = (),
-          passes: Sequence[Mapping[str, Any]] = (), source: str = "") -> dict[str, Any]:
+          passes: Sequence[Mapping[str, Any]] = (), source: str = "",
+          simulated: bool = False) -> dict[str, Any]:
     """The evidence document. `passes` (the probe's, from its records) are kept for the phases
-    the document holds."""
+    the document holds; `simulated`: the phases ran on the simulated engine (also known from
+    the passes' answers). `accounting` names, by phase, counters that contradict each other."""
     by_name = {p["name"]: p for p in phases}
     kept = [p for p in passes if p["phase"] in by_name]
     by_phase = {p["phase"]: p for p in kept}
@@ -144,7 +208,9 @@ def build(phases: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[str, str]] 
         "format": FORMAT_VERSION,
         "generated_at": time.time(),
         "sidecar": source,
+        "simulated": simulated or is_simulated(kept),
         "phases": list(phases),
+        "accounting": {p["name"]: why for p in phases if (why := accounting(p))},
         "probes": [judge(by_name, prime, replay, by_phase) for prime, replay in pairs],
         "passes": kept,
     }

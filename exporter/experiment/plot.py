@@ -1,7 +1,8 @@
 """evidence.png: four panels over the phases (matplotlib, the `plot` extra).
 
 Lookups by outcome, row pressure against page headroom, host-tier reuse per request, and mean
-latency; the probe verdicts in the title. Importing this module raises ImportError without
+latency; the probe verdicts in the title; evidence of the simulated engine says SIMULATED in the
+title and across the picture. Importing this module raises ImportError without
 matplotlib; evidence.write() then says how to get the picture.
 """
 
@@ -171,6 +172,11 @@ def figure(doc: Mapping[str, Any]) -> Any:
     if len(probes) > MAX_TITLE_PAIRS:
         lines.append(f"(+{len(probes) - MAX_TITLE_PAIRS} more verdicts in evidence.md)")
     title = "Experiment phases" + (" (dashed: new engine generation)" if changes else "")
+    if doc.get("simulated"):
+        # Wherever the picture travels, it says what it is: in the title and across it.
+        title = "SIMULATED ENGINE, not measurements of Helios: " + title
+        fig.text(0.5, 0.5, "SIMULATED", fontsize=110, color="#B00020", alpha=0.10,
+                 rotation=30, ha="center", va="center", zorder=0)
     fig.suptitle("\n".join([title, *lines]), fontsize=11)
     _below_ticks(fig, (lookups, rows, reuse, latency))
     return fig

@@ -23,6 +23,7 @@ from typing import Any
 from exporter.experiment.schema import SchemaError, check_record
 
 RECORD_FILE = "probe.json"
+OUTPUTS_FILE = "outputs.jsonl"  # every answer the engine gave, one JSON line each
 SAVE_EVERY = 2.0  # seconds between rewrites while requests go out
 
 
@@ -40,9 +41,11 @@ def prepare_out(out: Path, *, fresh_record: bool = False) -> None:
             pass
     except OSError as exc:
         raise RecordError(f"--out {out}: cannot write there: {exc.strerror or exc}") from None
-    if fresh_record and (out / RECORD_FILE).exists():
-        raise RecordError(f"--out {out} holds a probe record already ({RECORD_FILE}): give each "
-                          "probe its own --out")
+    if fresh_record:
+        for name in (RECORD_FILE, OUTPUTS_FILE):
+            if (out / name).exists():
+                raise RecordError(f"--out {out} holds a probe record already ({name}): give "
+                                  "each probe its own --out")
 
 
 def write_json(path: Path, doc: Mapping[str, Any]) -> None:

@@ -8,11 +8,15 @@ from typing import Any
 
 from exporter.experiment.evidence import figures
 
+SIMULATED = ("**SIMULATED.** These phases ran on the simulated engine (`helios-exporter "
+             "simulate`), not on Helios: the figures exercise the tools and show what the report "
+             "looks like; they are not measurements of any engine.")
 READING = {
-    "order_sensitive": "the replay had hits: it reused what the prime stored. Only a replay in "
-                       "another order than the prime (forward, then reverse) supports "
-                       "retained-suffix / order sensitivity; a replay in the prime's own order "
-                       "shows reuse, not order sensitivity.",
+    "order_sensitive": "the replay, sent in another order than the prime (forward, then "
+                       "reverse), hit what the prime stored: this supports retained-suffix / "
+                       "order sensitivity.",
+    "reuse": "the replay hit what the prime stored, in the prime's own order (or an order not "
+             "known): reuse, which says nothing about order sensitivity.",
     "incompatible_keys": "no hits, but the prefixes were found under another checkpoint key "
                          "(`key_mismatch` / `no_checkpoint`): the replay's model or checkpoint "
                          "differs from the prime's. Inspect the keys and the checkpoint.",
@@ -23,8 +27,10 @@ READING = {
                 "and checkpoint lookup inspection.",
     "invalid": "the pair cannot be judged and its figures prove nothing: a phase is missing, "
                "open or invalid, the two ran on different engine generations, a phase measured "
-               "nothing (0 lookups or 0 requests: the requests never reached the engine), or "
-               "requests of a pass failed. The table says which.",
+               "nothing (0 lookups or 0 requests: the requests never reached the engine), "
+               "requests of a pass failed, counters contradict each other, the prime did not "
+               "begin on a fresh incarnation, or the engine counted traffic the probe did not "
+               "send (in a pass or between the passes). The table says which.",
 }
 
 
@@ -77,7 +83,10 @@ def _misses(f: Mapping[str, Any]) -> str:
 
 def markdown(doc: Mapping[str, Any], picture: str | None, picture_missing: str | None) -> str:
     phases = doc.get("phases") or []
-    lines = ["# Experiment evidence", ""]
+    simulated = bool(doc.get("simulated"))
+    lines = ["# Experiment evidence" + (" (SIMULATED)" if simulated else ""), ""]
+    if simulated:
+        lines += [SIMULATED, ""]
     lines += [f"Written {_when(doc.get('generated_at'))} by `helios-exporter` from the sidecar "
               f"{doc.get('sidecar') or '(unknown)'}: {len(phases)} phases. Every figure is a "
               "difference between two captures the sidecar took at the phase's edges (a fresh "
@@ -121,6 +130,12 @@ def markdown(doc: Mapping[str, Any], picture: str | None, picture_missing: str |
         lines += ["Invalid phases (their deltas are shown but prove nothing):", ""]
         lines += [f"- `{p['name']}`: {'; '.join(p.get('invalid_reasons') or [])}" for p in invalid]
         lines.append("")
+    contradicted = doc.get("accounting") or {}
+    if contradicted:
+        lines += ["Phases whose counters contradict each other (no verdict or comparison uses "
+                  "them):", ""]
+        lines += [f"- `{name}`: {'; '.join(why)}" for name, why in contradicted.items()]
+        lines.append("")
     raw = {p["name"]: figures(p)["misses_raw"] for p in phases}
     keyed = {n: {k: v for k, v in m.items() if ":" in k} for n, m in raw.items()}
     if any(keyed.values()):
@@ -146,17 +161,21 @@ def markdown(doc: Mapping[str, Any], picture: str | None, picture_missing: str |
 
 def _passes(passes: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = ["## Probe passes", "",
-             "Sent at concurrency 1, nothing in between, as the probe's record says; the "
-             "SHA-256 of every body in the order sent is in evidence.json (`passes`, "
-             "`body_sha256`) and the probe's `probe.json`. `sequence_sha256` hashes the body "
-             "hashes in the order sent: two passes with equal hashes sent the same bytes in the "
-             "same order. A pass with failed requests voids its verdict and, for `compare`, "
-             "its repetition.", "",
-             "| phase | corpus | order | sent | failed | client mean | sequence_sha256 |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "As the probe's record says; nothing was sent between the passes of one "
+             "incarnation. The SHA-256 of every body in the order sent, and every request's "
+             "output hash and token count, are in evidence.json (`passes`) and the probe's "
+             "`probe.json`; every answer is in its `outputs.jsonl`. `sequence_sha256` hashes "
+             "the body hashes in the order sent: two passes with equal hashes sent the same "
+             "bytes in the same order. A pass with failed requests voids its verdict and, for "
+             "`compare`, its repetition.", "",
+             "| phase | corpus | order | incarnation | sent | failed | output tokens | client "
+             "mean | sequence_sha256 |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for p in passes:
-        lines.append(f"| `{p['phase']}` | `{p['corpus']}` | {p['order']} | {p['sent']:,} | "
-                     f"{p['failed']:,} | {_seconds(p.get('client_mean_seconds'))} | "
+        lines.append(f"| `{p['phase']}` | `{p['corpus']}` | {p['order']} | "
+                     f"`{p.get('generation') or '-'}` | {p['sent']:,} | {p['failed']:,} | "
+                     f"{_n(p.get('completion_tokens'))} | "
+                     f"{_seconds(p.get('client_mean_seconds'))} | "
                      f"`{p['sequence_sha256'][:16]}...` |")
     lines.append("")
     failures = [(p["phase"], f) for p in passes for f in p.get("failures", ())]

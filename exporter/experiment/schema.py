@@ -50,6 +50,12 @@ class Deltas(_Part):
     lookups: Count | None = None
     hits: Count | None = None
     misses: dict[str, Count] = {}
+    prompt_tokens: Count | None = None
+    generation_tokens: Count | None = None
+    prompt_tokens_reused: Count | None = None
+    host_tokens_restored: Count | None = None
+    row_pressure_attempts: Count | None = None
+    row_pressure_with_page_headroom: Count | None = None
     e2e_latency_seconds: Latency | None = None
 
 
@@ -60,10 +66,16 @@ class Slab(_Part):
 
 
 class Capture(_Part):
+    at: Annotated[float, Field(allow_inf_nan=False)] | None = None
     generation: str | None = None
     identity: dict[str, str] = {}
     budget_bytes: Whole | None = None
     slabs: dict[str, Slab] = {}
+    counters: dict[str, Whole] = {}
+    requests: Count | None = None
+    ranks: Whole | None = None
+    inflight: Whole | None = None
+    power_limits_watts: dict[str, Count | None] | None = None
 
 
 class Phase(_Part):
@@ -77,6 +89,19 @@ class Phase(_Part):
     deltas: Deltas | None = None
 
 
+Sha256 = Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
+
+
+class Output(_Part):
+    """One request's output as the probe received it (v3)."""
+
+    sha256: Sha256  # the body's
+    output_sha256: Sha256 | None = None
+    completion_tokens: Whole | None = None
+    expected_tokens: Whole | None = None
+    prompt_tokens: Whole | None = None
+
+
 class Pass(_Part):
     """One probe pass as the evidence document carries it."""
 
@@ -84,15 +109,25 @@ class Pass(_Part):
     order: str | None = None
     sent: Whole
     failed: Whole
-    sequence_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
-    body_sha256: list[Annotated[str, Field(pattern="^[0-9a-f]{64}$")]] | None = None
+    sequence_sha256: Sha256
+    body_sha256: list[Sha256] | None = None
     failures: list[dict[str, Any]] = []
+    # v3: the repetition it belongs to, the pass before it on its incarnation, what came back
+    repetition: Whole | None = None
+    repetitions: Whole | None = None
+    previous: str | None = None
+    outputs: list[Output] | None = None
+    completion_tokens: Whole | None = None
+    prompt_tokens: Whole | None = None
+    declared: dict[str, str] = {}
+    engine: str | None = None
 
 
 class Evidence(_Part):
     phases: list[Phase]
     passes: list[Pass] = []
     probes: list[dict[str, Any]] = []
+    simulated: bool | None = None
 
 
 class RecordPass(Pass):

@@ -1,7 +1,15 @@
-"""Constructed evidence.json documents for `compare` (shaped as GET /experiment/phases serves)."""
+"""Constructed evidence.json documents for `compare`, shaped as `probe` and `evidence` write them.
+
+An arm's lane is R repetitions; repetition r ran on its own fresh engine incarnation: a prime
+pass `LANE/r/forward-1` (begun at zero lookups), then the measured pass `LANE/r`, nothing in
+between. Captures carry cumulative counters; deltas are their differences. The probe's record of
+each pass (`passes`) says what was sent, what failed, and every request's output hash and token
+count. Tests then edit a document (`phase_of`, `pass_of`) to make the case they need.
+"""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -14,50 +22,202 @@ IDENTITY = {"image_digest": "sha256:" + "a" * 64, "package": "helios-2.14.0+4758
             "checkpoint": "qwen3-next-w4a16-r3", "container_id": "4be1c0ffee12"}
 GEOMETRY = {"row": {"capacity": 512, "free": 0, "record_bytes": 16777216},
             "page": {"capacity": 24576, "free": 20000, "record_bytes": 1048576}}
+WIDER = {"row": {"capacity": 640, "free": 0, "record_bytes": 16777216},
+         "page": {"capacity": 22528, "free": 18000, "record_bytes": 1048576}}
+BUDGET = 34359738368
+DECLARED = {"runtime": "helios-2.14.0+47581cca", "quantization": "w4a16", "speculation": "off",
+            "recipe": "tp2-c1", "power_limit": "300W"}
+TOKENS = 32  # output tokens per request, fixed by the corpus
+PROMPT = 3100
 
 
-def latency(values: Sequence[float]) -> dict[str, Any]:
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def histogram(values: Sequence[float]) -> dict[str, Any]:
     buckets = [["+Inf" if b == math.inf else repr(b), float(sum(v <= b for v in values))]
                for b in BOUNDS]
     return {"count": float(len(values)), "sum": float(sum(values)), "buckets": buckets}
 
 
-def phase(name: str, values: Sequence[float], *, valid: bool = True, generation: str = "g-1",
-          identity: dict[str, str] | None = None, slabs: dict[str, Any] | None = None,
-          state: str = "ended", recorded: bool = True, sent: int | None = None,
-          failed: int = 0, sequence: str | None = None) -> dict[str, Any]:
-    """A phase as the sidecar serves it, with the probe's record of its pass (`recorded`):
-    `sent` requests (default: as many as finished), `failed` of them, and the bytes and order
-    sent (`sequence`, default: the lane's)."""
-    begin = {"at": 1.0, "generation": generation, "identity": identity or IDENTITY,
-             "budget_bytes": 34359738368, "slabs": slabs or GEOMETRY}
-    return {"name": name, "state": state, "valid": valid if state == "ended" else None,
-            "invalid_reasons": [] if valid else ["generation changed from g-1 to g-2: the engine "
-                                                 "restarted during the phase"],
-            "generation": generation, "begin": begin, "end": {**begin, "at": 2.0},
-            "deltas": {"requests": float(len(values)), "e2e_latency_seconds": latency(values)},
-            "_pass": None if not recorded else {
-                "phase": name, "order": "forward",
-                "sent": len(values) if sent is None else sent, "failed": failed,
-                "sequence_sha256": hashlib.sha256(
-                    (sequence or name.split("/", maxsplit=1)[0]).encode()).hexdigest(),
-                "failures": [{"status": 500, "output": "boom"}] * failed}}
+def _capture(at: float, generation: str, c: dict[str, Any], identity: dict[str, str],
+             slabs: dict[str, Any], budget: int) -> dict[str, Any]:
+    return {"at": at, "generation": generation, "identity": dict(identity),
+            "budget_bytes": budget, "slabs": copy.deepcopy(slabs), "ranks": 2, "inflight": 0,
+            "counters": {"lookups.total": c["lookups"], "lookups.hits": c["hits"],
+                         "lookups.misses.evicted": c["lookups"] - c["hits"],
+                         "host.prompt_tokens_reused": c["reused"],
+                         "host.tokens_restored": c["restored"],
+                         "evictions.row.attempts": c["row"], "evictions.page.attempts": 0},
+            "misses_raw": {}, "row_pressure_with_page_headroom_total": c["headroom"],
+            "requests": float(c["requests"]), "prompt_tokens": float(c["prompt"]),
+            "generation_tokens": float(c["generated"]),
+            "e2e_latency_seconds": histogram(c["latencies"])}
 
 
-def lane(name: str, means: Sequence[float], n: int = 52, **kwargs: Any) -> list[dict[str, Any]]:
-    """Repetitions LANE/1.. whose requests all take the given mean (one per repetition), plus the
-    prime LANE/forward-1, which compare must ignore."""
-    out = [phase(f"{name}/forward-1", [0.9] * n, **kwargs)]
-    out += [phase(f"{name}/{i}", [m] * n, **kwargs) for i, m in enumerate(means, 1)]
-    return out
+def _deltas(b: dict[str, Any], e: dict[str, Any]) -> dict[str, Any]:
+    def d(key: str) -> Any:
+        return e["counters"][key] - b["counters"][key]
+
+    hb, he = b["e2e_latency_seconds"], e["e2e_latency_seconds"]
+    return {"lookups": d("lookups.total"), "hits": d("lookups.hits"),
+            "misses": {"evicted": d("lookups.misses.evicted")}, "misses_raw": {},
+            "prompt_tokens_reused": d("host.prompt_tokens_reused"),
+            "host_tokens_restored": d("host.tokens_restored"), "host_stores": None,
+            "row_pressure_attempts": d("evictions.row.attempts"),
+            "row_pressure_with_page_headroom": (e["row_pressure_with_page_headroom_total"]
+                                                - b["row_pressure_with_page_headroom_total"]),
+            "page_pressure_attempts": d("evictions.page.attempts"),
+            "retired_leaves_row": None, "ancestor_row_compactions": None,
+            "requests": e["requests"] - b["requests"],
+            "prompt_tokens": e["prompt_tokens"] - b["prompt_tokens"],
+            "generation_tokens": e["generation_tokens"] - b["generation_tokens"],
+            "e2e_latency_seconds": {
+                "count": he["count"] - hb["count"], "sum": he["sum"] - hb["sum"],
+                "buckets": [[le, n - m] for (le, n), (_, m) in
+                            zip(he["buckets"], hb["buckets"], strict=True)]},
+            "seconds": e["at"] - b["at"]}
 
 
-def evidence(*phase_lists: list[dict[str, Any]]) -> dict[str, Any]:
-    phases = [dict(p) for ps in phase_lists for p in ps]
-    passes = [recorded for p in phases if (recorded := p.pop("_pass")) is not None]
-    return {"format": 1, "phases": phases, "probes": [], "passes": passes}
+def phase_json(name: str, begin: dict[str, Any], end: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "state": "ended", "valid": True, "invalid_reasons": [],
+            "generation": begin["generation"], "notes": {"begin": None, "end": None},
+            "begin": begin, "end": end, "deltas": _deltas(begin, end)}
+
+
+class Arm:
+    """One arm's evidence, lane by lane."""
+
+    def __init__(self, label: str = "base", identity: dict[str, str] | None = None,
+                 slabs: dict[str, Any] | None = None, budget: int = BUDGET,
+                 declared: dict[str, str] | None = None) -> None:
+        self.label = label
+        self.identity = identity or IDENTITY
+        self.slabs = slabs or GEOMETRY
+        self.budget = budget
+        self.declared = DECLARED if declared is None else declared
+        self.phases: list[dict[str, Any]] = []
+        self.passes: list[dict[str, Any]] = []
+        self.at = 1000.0
+
+    def _pass(self, name: str, lane: str, r: int, of: int, previous: str | None, n: int,
+              tokens: int) -> dict[str, Any]:
+        bodies = [sha(f"{lane}/{i}") for i in range(n)]
+        outputs = [{"sha256": body, "output_sha256": sha(f"out/{lane}/{i}"),
+                    "completion_tokens": tokens, "expected_tokens": TOKENS,
+                    "prompt_tokens": PROMPT} for i, body in enumerate(bodies)]
+        return {"phase": name, "order": "forward", "corpus": f"{lane}.jsonl", "repetition": r,
+                "repetitions": of, "previous": previous, "sent": n, "failed": 0,
+                "sequence_sha256": sha("".join(bodies)), "body_sha256": bodies,
+                "client_mean_seconds": 0.3, "failures": [], "begin_error": None,
+                "end_error": None, "outputs": outputs, "completion_tokens": n * tokens,
+                "prompt_tokens": n * PROMPT, "declared": dict(self.declared), "engine": None,
+                "record": f"{self.label}/{lane}/probe.json"}
+
+    def lane(self, name: str, means: Sequence[float], n: int = 52, prime: float = 0.45,
+             hits: int = 0, row_pressure: int = 624, tokens: int = TOKENS) -> Arm:
+        for r, mean in enumerate(means, 1):
+            generation = f"g-{self.label}-{name}-{r}"
+            counts: dict[str, Any] = {"lookups": 0, "hits": 0, "reused": 0, "restored": 0,
+                                      "row": 0, "headroom": 0, "requests": 0, "prompt": 0,
+                                      "generated": 0, "latencies": []}
+            previous = None
+            for phase, values, phase_hits in ((f"{name}/{r}/forward-1", [prime] * n, 0),
+                                              (f"{name}/{r}", [mean] * n, hits)):
+                begin = _capture(self.at, generation, counts, self.identity, self.slabs,
+                                 self.budget)
+                counts = {**counts, "lookups": counts["lookups"] + n,
+                          "hits": counts["hits"] + phase_hits,
+                          "reused": counts["reused"] + n * 9 + phase_hits * 2000,
+                          "restored": counts["restored"] + phase_hits * 2000,
+                          "row": counts["row"] + row_pressure,
+                          "headroom": counts["headroom"] + row_pressure,
+                          "requests": counts["requests"] + n,
+                          "prompt": counts["prompt"] + n * PROMPT,
+                          "generated": counts["generated"] + n * tokens,
+                          "latencies": [*counts["latencies"], *values]}
+                self.at += 30
+                end = _capture(self.at, generation, counts, self.identity, self.slabs,
+                               self.budget)
+                self.phases.append(phase_json(phase, begin, end))
+                self.passes.append(self._pass(phase, name, r, len(means), previous, n, tokens))
+                previous = phase
+            self.at += 60
+        return self
+
+    def doc(self) -> dict[str, Any]:
+        return {"format": 1, "simulated": False, "phases": copy.deepcopy(self.phases),
+                "probes": [], "passes": copy.deepcopy(self.passes)}
+
+
+def phase_of(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(p for p in doc["phases"] if p["name"] == name)
+
+
+def pass_of(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(p for p in doc["passes"] if p["phase"] == name)
+
+
+def drop(doc: dict[str, Any], name: str) -> None:
+    """Remove a phase and its pass, as if it never ran."""
+    doc["phases"] = [p for p in doc["phases"] if p["name"] != name]
+    doc["passes"] = [p for p in doc["passes"] if p["phase"] != name]
 
 
 def write(path: Path, doc: dict[str, Any]) -> Path:
     path.write_text(json.dumps(doc))
     return path
+
+
+def semantic_verdict(path: Path, baseline: Path, candidate: Path, verdict: str = "pass") -> Path:
+    """The engine team's semantic verdict on exactly these two evidence files."""
+    doc = {"semantic_gate": verdict, "method": "reference outputs checked by the engine team",
+           "baseline_sha256": hashlib.sha256(baseline.read_bytes()).hexdigest(),
+           "candidate_sha256": hashlib.sha256(candidate.read_bytes()).hexdigest()}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def probe_pair(orders: tuple[str, str] = ("forward", "reverse"), hits: int = 43, n: int = 52,
+               foreign_in_replay: int = 0, foreign_between: int = 0,
+               before_prime: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A cache-order probe's two phases (by name) and passes (by phase): the prime `p/<o>-1`
+    and the replay `p/<o>-2`. `foreign_in_replay` requests of another client reach the engine
+    during the replay, `foreign_between` between the two passes, `before_prime` before the
+    prime began (the incarnation was not fresh)."""
+    counts: dict[str, Any] = {"lookups": before_prime, "hits": 0, "reused": 9 * before_prime,
+                              "restored": 0, "row": 0, "headroom": 0, "requests": before_prime,
+                              "prompt": PROMPT * before_prime,
+                              "generated": TOKENS * before_prime,
+                              "latencies": [0.4] * before_prime}
+    phases, passes = {}, {}
+    previous = None
+    names = [f"p/{orders[0]}-1", f"p/{orders[1]}-2"]
+    for k, name in enumerate(names):
+        if k == 1 and foreign_between:
+            counts = {**counts, "lookups": counts["lookups"] + foreign_between,
+                      "requests": counts["requests"] + foreign_between,
+                      "prompt": counts["prompt"] + PROMPT * foreign_between,
+                      "generated": counts["generated"] + TOKENS * foreign_between,
+                      "reused": counts["reused"] + 9 * foreign_between,
+                      "latencies": [*counts["latencies"], *[0.4] * foreign_between]}
+        begin = _capture(1000.0 + 100 * k, "g-probe", counts, IDENTITY, GEOMETRY, BUDGET)
+        extra = foreign_in_replay if k == 1 else 0
+        got = hits if k == 1 else 0
+        counts = {**counts, "lookups": counts["lookups"] + n + extra,
+                  "hits": counts["hits"] + got,
+                  "reused": counts["reused"] + 9 * (n + extra) + 2000 * got,
+                  "restored": counts["restored"] + 2000 * got,
+                  "requests": counts["requests"] + n + extra,
+                  "prompt": counts["prompt"] + PROMPT * (n + extra),
+                  "generated": counts["generated"] + TOKENS * (n + extra),
+                  "latencies": [*counts["latencies"], *[0.4] * (n + extra)]}
+        end = _capture(1050.0 + 100 * k, "g-probe", counts, IDENTITY, GEOMETRY, BUDGET)
+        phases[name] = phase_json(name, begin, end)
+        arm = Arm("probe")
+        recorded = arm._pass(name, "p", 0, 0, previous, n, TOKENS)
+        recorded.update(order=orders[k], repetition=None, repetitions=None)
+        passes[name] = recorded
+        previous = name
+    return phases, passes

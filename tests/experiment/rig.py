@@ -22,6 +22,11 @@ OTHER_MODEL = "qwen3-next-lora-support"
 IDENTITY = ("--seed", "1", "--image-digest", "sha256:" + "ab" * 32, "--container-id", "4be1c0ffee12")
 
 
+def fresh_command(engine: str) -> str:
+    return (f"{PYTHON} -c \"import httpx; httpx.post('{engine}/admin/restart', json={{'container':"
+            f" 'same'}}, timeout=30).raise_for_status()\"")
+
+
 def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     return subprocess.run([PYTHON, "-m", "exporter", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, check=False)
@@ -58,6 +63,11 @@ class Rig:
 
     def restart_engine(self) -> None:
         httpx.post(self.engine + "/admin/restart", json={"container": "same"}, timeout=10)
+
+    @property
+    def fresh_command(self) -> str:
+        """`probe --fresh-command` for this engine: a new incarnation in the same container."""
+        return fresh_command(self.engine)
 
     def probe(self, out: Path, corpus: Path, *args: str,
               engine: str | None = None) -> subprocess.CompletedProcess[str]:

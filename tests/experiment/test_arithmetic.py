@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evidence_builder import probe_pair
 
 from exporter.experiment import capture as cap
 from exporter.experiment.book import decode, encode, phase_json
@@ -26,16 +27,22 @@ def capture(generation: str = "g-1", **counters: int) -> cap.Capture:
                        latency=cap.Histogram(2.0, 0.7, ((0.3, 1.0), (0.4, 2.0), (math.inf, 2.0))))
 
 
-@pytest.mark.parametrize(("replay", "expected"), [
-    ({"hits": 1, "misses": {"key_mismatch": 51}}, "order_sensitive"),
-    ({"hits": 0, "misses": {"key_mismatch": 1, "evicted": 51}}, "incompatible_keys"),
-    ({"hits": 0, "misses": {"no_checkpoint": 3}}, "incompatible_keys"),
-    ({"hits": 0, "misses": {"evicted": 52}}, "no_reuse"),
-    ({"hits": 0, "misses": {"no_prefix": 52}}, "no_reuse"),
-    ({"hits": None, "misses": {}}, "no_reuse"),
+@pytest.mark.parametrize(("replay", "orders", "expected"), [
+    ({"hits": 1, "misses": {"key_mismatch": 51}}, ("forward", "reverse"), "order_sensitive"),
+    ({"hits": 1, "misses": {"key_mismatch": 51}}, ("forward", "forward"), "reuse"),
+    ({"hits": 12, "misses": {}}, (None, None), "reuse"),
+    ({"hits": 12, "misses": {}}, ("forward", None), "reuse"),
+    ({"hits": 0, "misses": {"key_mismatch": 1, "evicted": 51}}, ("forward", "reverse"),
+     "incompatible_keys"),
+    ({"hits": 0, "misses": {"no_checkpoint": 3}}, (None, None), "incompatible_keys"),
+    ({"hits": 0, "misses": {"evicted": 52}}, ("forward", "reverse"), "no_reuse"),
+    ({"hits": 0, "misses": {"no_prefix": 52}}, (None, None), "no_reuse"),
+    ({"hits": None, "misses": {}}, (None, None), "no_reuse"),
 ])
-def test_verdict_rules(replay: dict[str, Any], expected: str) -> None:
-    assert verdict(replay) == expected
+def test_verdict_rules(replay: dict[str, Any], orders: tuple[str | None, str | None],
+                       expected: str) -> None:
+    # hits are order sensitivity only when the replay ran in another order than the prime
+    assert verdict(replay, *orders) == expected
 
 
 def test_deltas_between_captures() -> None:
@@ -101,18 +108,17 @@ def test_a_malformed_state_file_is_refused(doc: dict[str, Any]) -> None:
         decode(json.dumps(doc).encode())
 
 
-OK_PHASE = {"state": "ended", "valid": True, "generation": "g",
-            "deltas": {"hits": 3, "lookups": 12, "requests": 12}}
-
-
 def test_judge_refuses_what_cannot_be_judged() -> None:
-    ok = OK_PHASE
-    phases = {"p": ok, "r": ok, "open": {**ok, "state": "open"},
-              "bad": {**ok, "valid": False, "invalid_reasons": ["restarted"]}}
-    assert judge(phases, "p", "r")["verdict"] == "order_sensitive"
-    assert "not found" in judge(phases, "p", "x")["why"]
-    assert "has not ended" in judge(phases, "p", "open")["why"]
-    assert "restarted" in judge(phases, "bad", "r")["why"]
+    phases, passes = probe_pair()
+    prime, replay = "p/forward-1", "p/reverse-2"
+    assert judge(phases, prime, replay, passes)["verdict"] == "order_sensitive"
+    assert "not found" in judge(phases, prime, "x", passes)["why"]
+    opened = {**phases, replay: {**phases[replay], "state": "open"}}
+    assert "has not ended" in judge(opened, prime, replay, passes)["why"]
+    bad = {**phases, prime: {**phases[prime], "valid": False, "invalid_reasons": ["restarted"]}}
+    assert "restarted" in judge(bad, prime, replay, passes)["why"]
+    other = {**phases, replay: {**phases[replay], "generation": "g-2"}}
+    assert "different generations" in judge(other, prime, replay, passes)["why"]
 
 
 @pytest.mark.parametrize(("deltas", "why"), [
@@ -123,46 +129,57 @@ def test_judge_refuses_what_cannot_be_judged() -> None:
 ])
 def test_a_phase_that_measured_nothing_is_invalid_not_no_reuse(deltas: dict[str, Any],
                                                                 why: str) -> None:
-    phases = {"p": OK_PHASE, "r": {**OK_PHASE, "deltas": deltas}}
-    judged = judge(phases, "p", "r")
+    phases, _ = probe_pair()
+    replay = phases["p/reverse-2"]
+    replay["deltas"] = {**replay["deltas"], **deltas}
+    judged = judge(phases, "p/forward-1", "p/reverse-2")
     assert judged["verdict"] == "invalid"
-    assert why in judged["why"] and "replay phase 'r'" in judged["why"]
-    assert judge({"p": phases["r"], "r": OK_PHASE}, "p", "r")["verdict"] == "invalid"
+    assert why in judged["why"] and "replay phase 'p/reverse-2'" in judged["why"]
 
 
 def test_a_pass_with_failed_requests_is_invalid() -> None:
-    phases = {"p/forward-1": OK_PHASE, "p/reverse-2": OK_PHASE}
-    recorded = {"p/reverse-2": {"phase": "p/reverse-2", "order": "reverse", "sent": 12,
-                                "failed": 1}}
-    judged = judge(phases, "p/forward-1", "p/reverse-2", recorded)
+    phases, passes = probe_pair()
+    passes["p/reverse-2"]["failed"] = 1
+    judged = judge(phases, "p/forward-1", "p/reverse-2", passes)
     assert judged["verdict"] == "invalid"
-    assert "1 of 12 requests of the replay pass 'p/reverse-2' failed" in judged["why"]
-    recorded["p/reverse-2"]["failed"] = 0
-    assert judge(phases, "p/forward-1", "p/reverse-2", recorded)["verdict"] == "order_sensitive"
+    assert "1 of 52 requests of the replay pass 'p/reverse-2' failed" in judged["why"]
+    passes["p/reverse-2"]["failed"] = 0
+    assert judge(phases, "p/forward-1", "p/reverse-2", passes)["verdict"] == "order_sensitive"
 
 
-@pytest.mark.parametrize(("prime", "replay", "orders", "headline"), [
-    ("a/forward-1", "a/reverse-2", ["forward", "reverse"],
-     "order_sensitive: the reverse replay hit"),
-    ("a/forward-1", "a/forward-2", ["forward", "forward"],
-     "same order: reuse, not order sensitivity"),
-    ("warm/1", "warm/2", [None, None], "order_sensitive"),
+def test_counters_that_contradict_each_other_void_a_verdict() -> None:
+    phases, passes = probe_pair()
+    phases["p/reverse-2"]["deltas"]["host_tokens_restored"] = 10 ** 7
+    judged = judge(phases, "p/forward-1", "p/reverse-2", passes)
+    assert judged["verdict"] == "invalid"
+    assert ("the replay phase 'p/reverse-2': 10,000,000 host tokens restored above 86,468 "
+            "prompt tokens reused") in judged["why"]
+
+
+@pytest.mark.parametrize(("orders", "hits", "verdict_", "headline"), [
+    (("forward", "reverse"), 43, "order_sensitive", "order_sensitive: the reverse replay hit"),
+    (("forward", "forward"), 12, "reuse", "reuse (same order): not order sensitivity"),
+    (("forward", "forward"), 0, "no_reuse", "no_reuse"),
 ])
-def test_hits_in_the_same_order_read_as_reuse(prime: str, replay: str, orders: list[str | None],
-                                              headline: str) -> None:
+def test_headlines_say_what_a_verdict_means(orders: tuple[str, str], hits: int, verdict_: str,
+                                            headline: str) -> None:
     from exporter.experiment.evidence import headline as headline_of
 
-    judged = judge({prime: OK_PHASE, replay: OK_PHASE}, prime, replay)
-    assert judged["verdict"] == "order_sensitive"  # the interface's name stays
-    assert judged["orders"] == orders
+    phases, passes = probe_pair(orders=orders, hits=hits)
+    judged = judge(phases, *phases, passes)
+    assert judged["verdict"] == verdict_
+    assert judged["orders"] == list(orders)
     assert headline_of(judged) == headline
-    if orders[0] == orders[1] and orders[0]:
-        assert "reuse, not order sensitivity" in judged["reading"]
-    # the probe's record, where there is one, says the order (a phase named by hand)
-    recorded = {replay: {"phase": replay, "order": "reverse", "sent": 12, "failed": 0}}
-    if orders[0] is None:
-        assert judge({prime: OK_PHASE, replay: OK_PHASE}, prime, replay,
-                     recorded)["orders"] == [None, "reverse"]
+
+
+def test_without_a_record_the_order_comes_from_the_names() -> None:
+    phases, _ = probe_pair(orders=("forward", "forward"), hits=12)
+    assert judge(phases, "p/forward-1", "p/forward-2")["orders"] == ["forward", "forward"]
+    renamed = {"warm/1": {**phases["p/forward-1"], "name": "warm/1"},
+               "warm/2": {**phases["p/forward-2"], "name": "warm/2"}}
+    judged = judge(renamed, "warm/1", "warm/2")
+    assert judged["orders"] == [None, None] and judged["verdict"] == "reuse"
+    assert "the orders are not known" in judged["reading"]
 
 
 @pytest.mark.parametrize("text", ["a", "a:", ":b", "a:b:c"])
@@ -191,10 +208,41 @@ def test_a_bad_corpus_is_refused_before_anything_is_sent(tmp_path: Path, content
 
 def test_plan_names_each_pass(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
-    path.write_text('{"prompt": "a"}\n')
+    path.write_text('{"prompt": "a", "max_tokens": 4, "min_tokens": 4}\n')
     corpus = read_corpus(path)
-    names = [p.phase for p in plan("lane", parse_orders("forward,reverse"), 3, corpus)]
-    assert names == ["lane/forward-1", "lane/reverse-2", "lane/1", "lane/2", "lane/3"]
-    assert [p.order for p in plan("x", ["forward", "reverse"], 1, corpus)][-1] == "reverse"
+    probe = plan("lane", parse_orders("forward,reverse"), 0, corpus)
+    assert [(p.phase, p.prime) for p in probe] == [("lane/forward-1", True),
+                                                   ("lane/reverse-2", False)]
+    # each repetition on its own incarnation: a prime, then the measured pass LANE/r
+    reps = plan("lane", parse_orders("forward,forward"), 3, corpus)
+    assert [(p.phase, p.repetition, p.prime) for p in reps] == [
+        ("lane/1/forward-1", 1, True), ("lane/1", 1, False),
+        ("lane/2/forward-1", 2, True), ("lane/2", 2, False),
+        ("lane/3/forward-1", 3, True), ("lane/3", 3, False)]
+    cold = plan("lane", ["forward"], 2, corpus)
+    assert [(p.phase, p.prime) for p in cold] == [("lane/1", True), ("lane/2", True)]
     with pytest.raises(ValueError, match="--order"):
         parse_orders("forward,sideways")
+
+
+@pytest.mark.parametrize(("body", "fixed"), [
+    ({"max_tokens": 32, "min_tokens": 32}, 32),
+    ({"max_tokens": 32, "ignore_eos": True}, 32),
+    ({"max_tokens": 32}, None),
+    ({"max_tokens": 32, "min_tokens": 8}, None),
+    ({"max_tokens": 32, "ignore_eos": "yes"}, None),
+    ({"min_tokens": 32, "ignore_eos": True}, None),
+    ({"max_tokens": True, "ignore_eos": True}, None),
+])
+def test_a_body_fixes_its_output_length_or_is_refused(tmp_path: Path, body: dict[str, Any],
+                                                      fixed: int | None) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({"prompt": [1, 2, 3], **body}) + "\n")
+    corpus = read_corpus(path)
+    assert corpus.expected == (fixed,)
+    if fixed is None:
+        with pytest.raises(CorpusError, match=r"c\.jsonl:1: the body does not fix its output "
+                           "length"):
+            corpus.require_fixed_lengths()
+    else:
+        corpus.require_fixed_lengths()

@@ -20,24 +20,28 @@ def test_a_probe_whose_requests_all_fail_has_no_verdict(procs: Procs, tmp_path: 
     dead = f"http://127.0.0.1:{free_port()}"
     done = rig.probe(tmp_path / "out", corpora["small-12"], "--name", "dead", engine=dead)
     assert done.returncode == 1, done.stderr
-    assert "24 requests failed (the first: ConnectError: " in done.stderr
-    assert done.stdout.startswith("dead/forward-1 -> dead/reverse-2: invalid (cannot be judged: ")
+    assert "stopped: request failure in dead/forward-1: request #0 (body " in done.stderr
+    assert "ConnectError: " in done.stderr
+    assert done.stdout == ""  # no replay ran: no verdict at all
     doc = evidence(tmp_path / "out")
-    [pair] = doc["probes"]
-    assert pair["verdict"] == "invalid"  # not no_reuse: nothing was stored, nothing was asked
-    assert ("the prime phase 'dead/forward-1' saw 0 lookups and 0 finished requests at the "
-            "engine: nothing was measured") in pair["why"]
-    assert "12 of 12 requests of the replay pass 'dead/reverse-2' failed" in pair["why"]
-    md = (tmp_path / "out" / "evidence.md").read_text()
-    assert "| **invalid** | cannot be judged: the prime phase 'dead/forward-1' saw 0 lookups" in md
-    assert "nothing the prime stored was reused" not in md
+    assert doc["probes"] == [] and [p["sent"] for p in doc["passes"]] == [1]
 
-    # `evidence` on the probe's own --out merges its probe.json: the same passes, the same verdict
+    # `evidence` on the probe's own --out merges its probe.json; a pair it cannot judge says why
     again = rig.evidence(tmp_path / "out", "--probe", "dead/forward-1:dead/reverse-2")
     assert again.returncode == 0, again.stderr
     regenerated = evidence(tmp_path / "out")
-    assert [p["failed"] for p in regenerated["passes"]] == [12, 12]
-    assert regenerated["probes"][0]["why"] == pair["why"]
+    assert [p["failed"] for p in regenerated["passes"]] == [1]
+    [pair] = regenerated["probes"]
+    assert pair["verdict"] == "invalid" and "replay phase 'dead/reverse-2' not found" in pair["why"]
+    again = rig.evidence(tmp_path / "out", "--probe", "dead/forward-1:dead/forward-1")
+    assert again.returncode == 0, again.stderr
+    [pair] = evidence(tmp_path / "out")["probes"]
+    assert pair["verdict"] == "invalid"  # not no_reuse: nothing was stored, nothing was asked
+    assert ("the prime phase 'dead/forward-1' saw 0 lookups and 0 finished requests at the "
+            "engine: nothing was measured") in pair["why"]
+    md = (tmp_path / "out" / "evidence.md").read_text()
+    assert "| **invalid** | cannot be judged: the prime phase 'dead/forward-1' saw 0 lookups" in md
+    assert "nothing the prime stored was reused" not in md
 
 
 def test_an_unwritable_out_stops_the_probe_before_anything_is_sent(

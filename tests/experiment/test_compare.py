@@ -1,13 +1,27 @@
-"""`helios-exporter compare` on constructed evidence, through the real command line."""
+"""`helios-exporter compare` on constructed evidence, through the real command line: every gate,
+every denominator, and each way the evidence can fail to make a comparison. (The cases the
+planning notes single out are in test_gate.py.)"""
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from evidence_builder import GEOMETRY, IDENTITY, evidence, lane, phase, write
+from evidence_builder import (
+    DECLARED,
+    IDENTITY,
+    WIDER,
+    Arm,
+    drop,
+    pass_of,
+    phase_of,
+    semantic_verdict,
+    write,
+)
 
 from exporter import cli
 
@@ -16,166 +30,365 @@ FAST = [0.330, 0.328, 0.332]  # 17.5 % faster
 SMALL = [0.324, 0.322, 0.324]
 
 
+def base_arm(**kwargs: Any) -> Arm:
+    return Arm("base", **kwargs).lane("probe-52", BASE).lane("small-12", SMALL, n=12,
+                                                              row_pressure=0)
+
+
+def cand_arm(fast: list[float] = FAST, small: list[float] = SMALL, **kwargs: Any) -> Arm:
+    kwargs.setdefault("slabs", WIDER)
+    return Arm("cand", **kwargs).lane("probe-52", fast).lane("small-12", small, n=12,
+                                                              row_pressure=0)
+
+
 def run(tmp_path: Path, baseline: dict[str, Any], candidate: dict[str, Any], *extra: str,
-        capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+        capsys: pytest.CaptureFixture[str], change: str | None = "allocator",
+        semantic: bool = True) -> tuple[int, str]:
     a = write(tmp_path / "a.json", baseline)
     b = write(tmp_path / "b.json", candidate)
+    flags = list(extra) + (["--allow-difference", change] if change else [])
+    if semantic:
+        flags += ["--semantic-verdict", str(semantic_verdict(tmp_path / "s.json", a, b))]
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["compare", "--baseline", str(a), "--candidate", str(b), "--primary",
-                  "probe-52", "--protected", "small-12", *extra])
+                  "probe-52", "--protected", "small-12", *flags])
     out = capsys.readouterr()
     return int(exit_info.value.code or 0), out.out + out.err
 
 
-def test_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(lane("probe-52", FAST), lane("small-12", SMALL)), capsys=capsys)
+def gate(out: str, name: str) -> str:
+    """The status and detail a gate line prints."""
+    match = re.search(rf"^  {re.escape(name)} +(.*)$", out, re.M)
+    assert match, out
+    return match.group(1)
+
+
+def test_admitted_shows_every_gate_and_denominator(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(tmp_path, base_arm().doc(), cand_arm().doc(), capsys=capsys)
     assert code == 0, out
-    assert "PASS" in out
-    assert "change -17.5%: benefit 17.5% >= the required 5.0%: pass" in out
-    # every denominator: requests per repetition and per lane, both arms
-    assert out.count("       52       156") == 4
-    assert "probe-52/forward-1" not in out  # the prime is not a repetition
-    assert "0.4000 0.3980 0.4020" in out  # each repetition's mean
-    assert "1.0%" in out  # spread of the baseline's repetitions: (0.402 - 0.398) / 0.4
+    assert out.splitlines()[-1] == "ADMITTED: every gate holds (exit 0)"
+    for name in ("identity", "repetitions", "accounting", "strict output", "counter evidence",
+                 "primary", "protected", "semantic"):
+        assert gate(out, name).startswith("holds: "), name
+    # denominators: repetitions, requests per repetition and per lane, output tokens, both arms
+    assert out.count("    3       52       156     4,992 ") == 2
+    assert out.count("    3       12        36     1,152 ") == 2
+    pairs = [line.split() for line in out.split("pairs (")[1].splitlines()
+             if line.startswith("probe-52 ")]
+    assert [p[2] for p in pairs] == ["1", "2", "3"]
+    assert pairs[0][7:9] == ["52/52", "1,664/1,664"]  # requests and output tokens of a pair
+    assert "benefit 17.5% >= 5.0%: pass" in out
+    assert "probe-52/1/forward-1" not in out.split("repetitions (")[1].split("pairs (")[0]
     assert "p50/p95 are estimated from the latency histogram's buckets" in out
-    assert "do not gate" in out
+    assert "(allocator; differs: allocator)" in gate(out, "identity")
+    assert "384 requests" in gate(out, "strict output")
 
 
-def test_too_little_benefit_fails_and_says_why(tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
-    slight = [m * 0.97 for m in BASE]
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(lane("probe-52", slight), lane("small-12", SMALL)), capsys=capsys)
+def test_without_a_semantic_gate_nothing_is_admitted(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(tmp_path, base_arm().doc(), cand_arm().doc(), capsys=capsys, semantic=False)
     assert code == 1, out
-    assert "gate failed: lane probe-52 (primary): benefit 3.0% < the required 5.0%" in out
+    assert gate(out, "semantic").startswith("not evaluated: no --semantic-command or "
+                                            "--semantic-verdict given")
+    assert out.splitlines()[-1] == "NOT ADMITTED: not evaluated: semantic (exit 1)"
+
+
+def test_a_semantic_verdict_must_judge_these_files(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    a = write(tmp_path / "a.json", base_arm().doc())
+    b = write(tmp_path / "b.json", cand_arm().doc())
+    verdict = semantic_verdict(tmp_path / "s.json", a, b)
+    write(tmp_path / "b.json", cand_arm(fast=[0.33, 0.33, 0.33]).doc())  # regenerated since
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["compare", "--baseline", str(a), "--candidate", str(b), "--primary",
+                  "probe-52", "--allow-difference", "allocator", "--semantic-verdict",
+                  str(verdict)])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 1, out
+    assert f"judged other evidence: its candidate_sha256 is not the SHA-256 of {b}" in out
+    semantic_verdict(verdict, a, b, verdict="fail")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["compare", "--baseline", str(a), "--candidate", str(b), "--primary",
+                  "probe-52", "--allow-difference", "allocator", "--semantic-verdict",
+                  str(verdict)])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 1 and gate(out, "semantic").startswith("FAILS: ")
+
+
+@pytest.mark.parametrize(("exit_code", "status"), [(0, "holds"), (1, "FAILS"),
+                                                   (3, "not evaluated")])
+def test_a_semantic_command_decides_by_its_exit_code(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], exit_code: int, status: str) -> None:
+    script = tmp_path / "check.py"
+    script.write_text("import json, sys\n"
+                      "docs = [json.load(open(p)) for p in sys.argv[1:]]\n"
+                      "print(f'checked {len(docs)} files, {len(docs[1][\"passes\"])} passes')\n"
+                      f"sys.exit({exit_code})\n")
+    code, out = run(tmp_path, base_arm().doc(), cand_arm().doc(), "--semantic-command",
+                    f"{sys.executable} {script}", capsys=capsys, semantic=False)
+    assert code == (0 if exit_code == 0 else 1), out
+    assert gate(out, "semantic").startswith(f"{status}: `{sys.executable} {script}` exited "
+                                            f"{exit_code}")
+    assert "checked 2 files, 12 passes" in gate(out, "semantic")
+
+
+def test_too_little_benefit_in_a_pair_fails_and_says_why(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(tmp_path, base_arm().doc(),
+                    cand_arm(fast=[0.330, 0.385, 0.332]).doc(), capsys=capsys)
+    assert code == 1, out
+    assert "probe-52: pair 2: benefit 3.3% < 5.0%" in gate(out, "primary")
+    assert "every matched pair at least 5.0% faster" in gate(out, "primary")
 
 
 def test_a_protected_regression_fails_and_says_why(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     slower = [m * 1.05 for m in SMALL]
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(lane("probe-52", FAST), lane("small-12", slower)), capsys=capsys)
+    code, out = run(tmp_path, base_arm().doc(), cand_arm(small=slower).doc(), capsys=capsys)
     assert code == 1, out
-    assert "gate failed: lane small-12 (protected): regression 5.0% > the allowed 3.0%" in out
-    assert "probe-52 (primary)" not in out.split("gate failed")[1]
+    assert gate(out, "protected").startswith(
+        "FAILS: small-12: pair 1: +5.0%: more than the allowed 3.0% slower")
+    assert gate(out, "primary").startswith("holds")
 
 
 def test_thresholds_are_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     slower = [m * 1.05 for m in SMALL]
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(lane("probe-52", FAST), lane("small-12", slower)),
+    code, out = run(tmp_path, base_arm().doc(), cand_arm(small=slower).doc(),
                     "--max-regression", "0.06", "--min-benefit", "0.17", capsys=capsys)
     assert code == 0, out
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(lane("probe-52", FAST), lane("small-12", SMALL)),
-                    "--min-benefit", "0.18", capsys=capsys)
+    code, out = run(tmp_path, base_arm().doc(), cand_arm().doc(), "--min-benefit", "0.18",
+                    capsys=capsys)
     assert code == 1, out
 
 
 def test_too_few_repetitions_is_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(lane("probe-52", FAST[:2]), lane("small-12", SMALL)), capsys=capsys)
+    base = Arm("base").lane("probe-52", BASE[:2]).lane("small-12", SMALL, n=12, row_pressure=0)
+    cand = cand_arm(fast=FAST[:2])
+    code, out = run(tmp_path, base.doc(), cand.doc(), capsys=capsys)
     assert code == 2, out
-    assert "lane probe-52: 2 valid repetitions in the candidate arm, 3 needed" in out
+    assert "lane probe-52: 2 repetitions in each arm, 3 needed" in out
+    assert out.splitlines()[-1].startswith("CANNOT COMPARE")
 
 
-def test_an_invalid_repetition_does_not_count(tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    phases = lane("probe-52", FAST)
-    phases[2] = phase("probe-52/2", [0.1] * 52, valid=False, generation="g-2")
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(phases, lane("small-12", SMALL)), capsys=capsys)
+def test_a_missing_repetition_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = Arm("cand", slabs=WIDER).lane("probe-52", [*FAST, 0.33]).lane(
+        "small-12", SMALL, n=12, row_pressure=0).doc()
+    drop(doc, "probe-52/2")
+    drop(doc, "probe-52/2/forward-1")  # left out of the evidence
+    code, out = run(tmp_path, base_arm().doc(), doc, capsys=capsys)
     assert code == 2, out
-    assert "2 valid repetitions in the candidate arm" in out
-    assert "probe-52/2: invalid (generation changed" in out
-    # with a fourth valid repetition the lane is complete again, and the invalid one still ignored
-    phases.append(phase("probe-52/4", [0.330] * 52))
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(phases, lane("small-12", SMALL)), capsys=capsys)
-    assert code == 0, out
-    assert "0.3300 0.3320 0.3300" in out
-    assert "not counted (candidate): probe-52/2: invalid" in out
+    assert "the repetitions are numbered 1, 3, 4: one that ran is missing" in out
+    assert "the probe planned 4 repetitions, the evidence holds 3" in out
 
 
-def test_open_phases_and_phases_without_requests_do_not_count(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    phases = lane("probe-52", FAST)
-    phases[1] = phase("probe-52/1", [0.33] * 52, state="open")
-    phases[3] = phase("probe-52/3", [])
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(phases, lane("small-12", SMALL)), capsys=capsys)
+@pytest.mark.parametrize(("edit", "why"), [
+    (lambda d: phase_of(d, "probe-52/2").update(state="open", valid=None),
+     "repetition probe-52/2 is invalid: probe-52/2 is still open"),
+    (lambda d: pass_of(d, "probe-52/2").update(failed=2),
+     "repetition probe-52/2 is invalid: 2 of 52 requests of probe-52/2 failed"),
+    (lambda d: pass_of(d, "probe-52/2/forward-1").update(sent=51),
+     "repetition probe-52/2 is invalid: the engine finished 52 requests in probe-52/2/forward-1, "
+     "the probe sent 51: another client's traffic"),
+    (lambda d: phase_of(d, "probe-52/2")["begin"]["counters"].update({"lookups.total": 60}),
+     "repetition probe-52/2 is invalid: 8 lookups and 0 finished requests reached the engine "
+     "between 'probe-52/2/forward-1' and 'probe-52/2'"),
+    (lambda d: phase_of(d, "probe-52/2/forward-1")["begin"]["counters"].update(
+        {"lookups.total": 104}),
+     "repetition probe-52/2 did not begin on a fresh incarnation: probe-52/2/forward-1 began "
+     "after 104 lookups"),
+    (lambda d: phase_of(d, "probe-52/2")["deltas"].update(hits=60),
+     "repetition probe-52/2 is invalid: probe-52/2: its counters contradict each other: 60 hits "
+     "above 52 lookups"),
+    (lambda d: phase_of(d, "probe-52/2")["deltas"].update(prompt_tokens_reused=10 ** 6),
+     "its counters contradict each other: 1,000,000 prompt tokens reused (snapshot) above the "
+     "161,200 prompt tokens the engine's /metrics counted"),
+    (lambda d: phase_of(d, "probe-52/2")["deltas"].update(requests=51.0),
+     "its counters contradict each other: 52 lookups (snapshot) but 51 finished requests "
+     "(/metrics) with nothing in flight at either edge"),
+    (lambda d: pass_of(d, "probe-52/2").update(completion_tokens=1600),
+     "the engine's /metrics counted 1,664 generated tokens in probe-52/2, the probe received "
+     "1,600"),
+    (lambda d: [phase_of(d, n).update(generation="g-cand-probe-52-1")
+                for n in ("probe-52/2", "probe-52/2/forward-1")],
+     "repetitions probe-52/1 and probe-52/2 ran on one incarnation (g-cand-probe-52-1)"),
+    (lambda d: pass_of(d, "probe-52/3").update(previous="probe-52/1"),
+     "the probe ran probe-52/1 before probe-52/3, which the evidence does not hold"),
+])
+def test_an_unusable_repetition_refuses_and_is_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Any, why: str) -> None:
+    doc = cand_arm().doc()
+    edit(doc)
+    code, out = run(tmp_path, base_arm().doc(), doc, capsys=capsys)
     assert code == 2, out
-    assert "probe-52/1: still open" in out
-    assert "probe-52/3: no finished requests" in out
+    assert why in out
+    assert out.splitlines()[-1].startswith("CANNOT COMPARE")
 
 
 def test_unmatched_denominators_refuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(lane("probe-52", FAST, n=51), lane("small-12", SMALL)),
-                    capsys=capsys)
+    cand = Arm("cand", slabs=WIDER).lane("probe-52", FAST, n=51).lane("small-12", SMALL, n=12,
+                                                                        row_pressure=0)
+    code, out = run(tmp_path, base_arm().doc(), cand.doc(), capsys=capsys)
     assert code == 2, out
     assert "lane probe-52: repetitions are not matched: 51, 52 requests per repetition" in out
 
 
-def test_an_undeclared_identity_difference_refuses(tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_other_bytes_or_order_refuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = cand_arm().doc()
+    pass_of(doc, "probe-52/3")["sequence_sha256"] = "0" * 64
+    code, out = run(tmp_path, base_arm().doc(), doc, capsys=capsys)
+    assert code == 2, out
+    assert "lane probe-52: the repetitions sent different bytes or another order" in out
+
+
+def test_an_output_that_differs_fails_the_strict_gate(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    doc = cand_arm().doc()
+    pass_of(doc, "small-12/2")["outputs"][3]["output_sha256"] = "f" * 64
+    code, out = run(tmp_path, base_arm().doc(), doc, capsys=capsys)
+    assert code == 1, out
+    assert gate(out, "strict output").startswith(
+        "FAILS: 1 of 384 requests differ between the arms: small-12/2 #3 (body ")
+    assert "another output (output_sha256 differs)" in out
+    assert gate(out, "primary").startswith("not evaluated: the outputs differ")
+
+
+def test_a_change_that_may_change_the_text_leaves_it_to_the_semantic_gate(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    declared = {**DECLARED, "quantization": "w8a16"}
+    other = {**IDENTITY, "checkpoint": "qwen3-next-w8a16-r1"}
+    doc = cand_arm(identity=other, slabs=None, declared=declared).doc()
+    pass_of(doc, "small-12/2")["outputs"][3]["output_sha256"] = "f" * 64
+    code, out = run(tmp_path, base_arm().doc(), doc, capsys=capsys, change="quantization")
+    assert code == 0, out
+    assert "1 output hashes differ (first: small-12/2 #3" in gate(out, "strict output")
+    assert "the semantic gate judges those outputs" in gate(out, "strict output")
+    pass_of(doc, "small-12/2")["outputs"][4]["completion_tokens"] = 31  # the length still binds
+    code, out = run(tmp_path, base_arm().doc(), doc, capsys=capsys, change="quantization")
+    assert code == 1 and gate(out, "strict output").startswith("FAILS: 1 of 384"), out
+
+
+def test_an_undeclared_difference_refuses(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
     other = {**IDENTITY, "checkpoint": "qwen3-next-w4a16-r4"}
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(lane("probe-52", FAST, identity=other),
-                             lane("small-12", SMALL, identity=other)), capsys=capsys)
+    code, out = run(tmp_path, base_arm().doc(), cand_arm(identity=other).doc(), capsys=capsys)
     assert code == 2, out
     assert ("the arms differ in checkpoint (qwen3-next-w4a16-r3 vs qwen3-next-w4a16-r4), which "
-            "was not declared") in out
-    assert "--allow-difference checkpoint" in out
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(lane("probe-52", FAST, identity=other),
-                             lane("small-12", SMALL, identity=other)),
-                    "--allow-difference", "checkpoint", capsys=capsys)
+            "the declared allocator change does not cover: one change per comparison") in out
+    # a quantization arm may load another checkpoint, with the same geometry
+    declared = {**DECLARED, "quantization": "w8a16"}
+    code, out = run(tmp_path, base_arm().doc(),
+                    cand_arm(identity=other, slabs=None, declared=declared).doc(),
+                    capsys=capsys, change="quantization")
     assert code == 0, out
-    assert "checkpoint    DIFFERS: qwen3-next-w4a16-r3  ->  qwen3-next-w4a16-r4" in out
+    assert re.search(r"checkpoint +engine +DIFFERS: allowed with the declared quantization "
+                     "change: qwen3-next-w4a16-r3  ->  qwen3-next-w4a16-r4", out)
 
 
-def test_a_geometry_difference_must_be_declared(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    wider = {**GEOMETRY, "row": {**GEOMETRY["row"], "capacity": 640}}
-    cand = evidence(lane("probe-52", FAST, slabs=wider), lane("small-12", SMALL, slabs=wider))
-    base = evidence(lane("probe-52", BASE), lane("small-12", SMALL))
-    code, out = run(tmp_path, base, cand, capsys=capsys)
-    assert code == 2 and "the arms differ in geometry" in out
-    code, out = run(tmp_path, base, cand, "--allow-difference", "geometry", capsys=capsys)
+def test_a_new_build_must_be_declared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rebuilt = {**IDENTITY, "image_digest": "sha256:" + "b" * 64}
+    code, out = run(tmp_path, base_arm().doc(), cand_arm(identity=rebuilt).doc(), capsys=capsys)
+    assert code == 2, out
+    assert "(the allocator change delivered as a new build: --new-build)" in out
+    code, out = run(tmp_path, base_arm().doc(), cand_arm(identity=rebuilt).doc(), "--new-build",
+                    capsys=capsys)
     assert code == 0, out
-    code, out = run(tmp_path, base, base, "--allow-difference", "geometry", capsys=capsys)
-    assert "declared, but both arms have" in out
+
+
+def test_a_declared_change_must_be_there(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(tmp_path, base_arm().doc(), cand_arm(slabs=None).doc(), capsys=capsys)
+    assert code == 2, out
+    assert "--allow-difference allocator declared, but both arms have allocator page" in out
+
+
+def test_no_declared_change_admits_nothing(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(tmp_path, base_arm().doc(), cand_arm(slabs=None).doc(), capsys=capsys,
+                    change=None)
+    assert code == 1, out
+    assert gate(out, "identity").startswith("FAILS: no change declared")
+
+
+def test_an_unknown_dimension_is_not_evaluated(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    silent = {k: v for k, v in DECLARED.items() if k != "power_limit"}
+    code, out = run(tmp_path, base_arm(declared=silent).doc(), cand_arm(declared=silent).doc(),
+                    capsys=capsys)
+    assert code == 1, out
+    assert gate(out, "identity").startswith("not evaluated: power_limit unknown in an arm")
+    assert re.search(r"power_limit +unknown +unknown: unknown", out)
+
+
+def test_power_limits_read_by_nvml_are_the_engine_s(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    docs = [base_arm().doc(), cand_arm().doc()]
+    for doc in docs:
+        for p in doc["phases"]:
+            p["begin"]["power_limits_watts"] = {"GPU-0": 300.0, "GPU-1": 300.0}
+    phase_of(docs[1], "small-12/3")["begin"]["power_limits_watts"]["GPU-1"] = 350.0
+    code, out = run(tmp_path, *docs, capsys=capsys)
+    assert code == 2, out
+    assert "the candidate arm mixes engines: power_limit is 300 W and 300 W, 350 W" in out
+
+
+def test_the_budget_never_differs_even_with_the_declared_change(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(tmp_path, base_arm().doc(), cand_arm(budget=2 << 35).doc(), capsys=capsys)
+    assert code == 2, out
+    assert ("the arms differ in budget (34,359,738,368 B vs 68,719,476,736 B): the total budget "
+            "never may differ") in out
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    (["budget"], "--allow-difference budget: the total budget never may differ"),
+    (["package"], "a package is not a change of its own"),
+    (["allocator", "speculation"], "allocator and speculation: one change per comparison"),
+    (["sideways"], "'sideways' is not a change; choose one of runtime, quantization, "
+                   "allocator, speculation"),
+])
+def test_declared_changes_are_one_of_four(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          given: list[str], said: str) -> None:
+    flags = [f for g in given for f in ("--allow-difference", g)]
+    code, out = run(tmp_path, base_arm().doc(), cand_arm().doc(), *flags, capsys=capsys,
+                    change=None)
+    assert code == 2 and said in out, out
 
 
 def test_an_arm_that_mixes_engines_refuses(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     other = {**IDENTITY, "package": "helios-2.15.0"}
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE),
-                                       lane("small-12", SMALL, identity=other)),
-                    evidence(lane("probe-52", FAST), lane("small-12", SMALL)),
-                    "--allow-difference", "package", capsys=capsys)
+    base = Arm("base").lane("probe-52", BASE)
+    base.identity = other
+    base.lane("small-12", SMALL, n=12, row_pressure=0)
+    code, out = run(tmp_path, base.doc(), cand_arm().doc(), capsys=capsys)
     assert code == 2, out
     assert "the baseline arm mixes engines: package is" in out
 
 
-def test_a_change_within_the_spread_is_flagged(tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
-    noisy = [0.36, 0.40, 0.44]
-    code, out = run(tmp_path, evidence(lane("probe-52", noisy), lane("small-12", SMALL)),
-                    evidence(lane("probe-52", [m * 0.93 for m in noisy]),
-                             lane("small-12", SMALL)), capsys=capsys)
-    assert code == 0
-    assert "smaller than the spread between repetitions" in out
+def test_counter_evidence_first_for_an_allocator_change(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    calm = Arm("base").lane("probe-52", BASE, row_pressure=0).lane("small-12", SMALL, n=12,
+                                                                     row_pressure=0)
+    code, out = run(tmp_path, calm.doc(), cand_arm().doc(), capsys=capsys)
+    assert code == 1, out
+    assert gate(out, "counter evidence").startswith(
+        "FAILS: not shown: baseline probe-52: 0 row-pressure eviction attempts")
+    docs = [base_arm().doc(), cand_arm().doc()]
+    for p in docs[0]["phases"]:
+        p["deltas"]["row_pressure_with_page_headroom"] = None
+    code, out = run(tmp_path, *docs, capsys=capsys)
+    assert code == 1 and gate(out, "counter evidence").startswith("not evaluated: "), out
 
 
 def test_p50_and_p95_come_from_the_buckets(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
+    doc = cand_arm().doc()
     spread = [0.31] * 40 + [0.44] * 12  # p50 in (0.3, 0.325], p95 in (0.425, 0.45]
-    _, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence([phase(f"probe-52/{i}", spread) for i in (1, 2, 3)],
-                             lane("small-12", SMALL)), capsys=capsys)
+    from evidence_builder import histogram
+    for r in (1, 2, 3):
+        phase_of(doc, f"probe-52/{r}")["deltas"]["e2e_latency_seconds"] = histogram(spread)
+    _, out = run(tmp_path, base_arm().doc(), doc, capsys=capsys)
     row = next(line for line in out.splitlines() if line.strip().startswith("candidate")
                and "156" in line)
     mean, p50, p95 = (float(v) for v in re.findall(r"([0-9.]+) s\b", row))
@@ -183,11 +396,26 @@ def test_p50_and_p95_come_from_the_buckets(tmp_path: Path,
     assert 0.3 < p50 <= 0.325 and 0.425 < p95 <= 0.45, row
 
 
+def test_phases_bracketed_by_hand_are_compared_but_never_admitted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = [base_arm().doc(), cand_arm().doc()]
+    unrecorded = [{**d, "passes": []} for d in docs]
+    code, out = run(tmp_path, *unrecorded, capsys=capsys)
+    assert code == 2, out
+    assert ("repetition probe-52/1 has no probe record: its sent and failed requests and "
+            "outputs are unknown") in out
+    code, out = run(tmp_path, *unrecorded, "--allow-unrecorded", capsys=capsys)
+    assert code == 1, out
+    assert gate(out, "strict output").startswith("not evaluated: no output hashes recorded")
+    assert gate(out, "identity").startswith("not evaluated: runtime, quantization, speculation, "
+                                            "power_limit, recipe unknown")
+
+
 @pytest.mark.parametrize("content", ["not json", "[]", '{"phases": 3}'])
 def test_unreadable_evidence_is_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                   content: str) -> None:
     (tmp_path / "bad.json").write_text(content)
-    good = write(tmp_path / "good.json", evidence(lane("probe-52", BASE)))
+    good = write(tmp_path / "good.json", base_arm().doc())
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["compare", "--baseline", str(tmp_path / "bad.json"), "--candidate", str(good),
                   "--primary", "probe-52"])
@@ -195,115 +423,47 @@ def test_unreadable_evidence_is_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "bad.json" in capsys.readouterr().err
 
 
-def test_every_repetition_shows_what_was_sent_and_what_failed(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(lane("probe-52", FAST), lane("small-12", SMALL)), capsys=capsys)
-    assert code == 0, out
-    rows = [line.split() for line in out.split("repetitions (sent and failed")[1].splitlines()
-            if line.startswith(("probe-52 ", "small-12 "))]
-    assert len(rows) == 12  # two lanes, two arms, three repetitions
-    assert rows[0][:6] == ["probe-52", "baseline", "probe-52/1", "52", "0", "52"]
-    assert rows[-1][:6] == ["small-12", "candidate", "small-12/3", "52", "0", "52"]
-
-
-@pytest.mark.parametrize("finished", [50, 52])
-def test_a_repetition_with_failed_outputs_refuses(tmp_path: Path, finished: int,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    phases = lane("probe-52", FAST)
-    # 52 sent, 2 failed; an engine may leave the failed ones out of its latency histogram (50
-    # finished) or time its error answers too (52): either way the repetition is void.
-    phases[2] = phase("probe-52/2", [0.330] * finished, sent=52, failed=2)
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(phases, lane("small-12", SMALL)), capsys=capsys)
-    assert code == 2, out
-    assert ("cannot compare: lane probe-52, candidate: probe-52/2: 2 of 52 requests failed "
-            "(an output failure voids the repetition") in out
-    row = next(line.split() for line in out.splitlines() if line.startswith("probe-52 ")
-               and "probe-52/2" in line and "candidate" in line)
-    assert row[3:6] == ["52", "2", str(finished)]  # sent, failed, finished
-
-
-def test_a_repetition_without_a_probe_record_refuses(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE, recorded=False),
-                                       lane("small-12", SMALL)),
-                    evidence(lane("probe-52", FAST), lane("small-12", SMALL)), capsys=capsys)
-    assert code == 2, out
-    assert ("lane probe-52, baseline: probe-52/1: no probe record, so its sent and failed "
-            "requests are unknown (write the evidence with --probe-record") in out
-    assert "no record" in out
-
-
-def test_phases_bracketed_by_hand_compare_when_declared(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # Another load generator drove the engine between `phase begin|end`: no probe record. Declared
-    # with --allow-unrecorded, the gate runs on the engine's denominators and says what it lacks.
-    base = evidence(lane("probe-52", BASE, recorded=False), lane("small-12", SMALL, recorded=False))
-    cand = evidence(lane("probe-52", FAST, recorded=False), lane("small-12", SMALL, recorded=False))
-    code, out = run(tmp_path, base, cand, "--allow-unrecorded", capsys=capsys)
-    assert code == 0, out
-    assert "--allow-unrecorded: probe-52/1, probe-52/2, probe-52/3" in out
-    assert "failed requests are unknown to this gate" in out
-    # A recorded repetition with failed outputs still refuses under the flag.
-    phases = lane("probe-52", FAST)
-    phases[1] = phase("probe-52/1", [0.330] * 52, sent=52, failed=1)
-    code, out = run(tmp_path, base, evidence(phases, lane("small-12", SMALL)),
-                    "--allow-unrecorded", capsys=capsys)
-    assert code == 2, out
-    assert "1 of 52 requests failed" in out
-
-
-def test_other_traffic_in_a_repetition_refuses(tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
-    phases = lane("small-12", SMALL)
-    phases[1] = phase("small-12/1", [0.324] * 13, sent=12)
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(lane("probe-52", FAST), phases), capsys=capsys)
-    assert code == 2, out
-    assert ("small-12/1: the engine finished 13 requests, the probe sent 12: other traffic "
-            "reached the engine during the phase") in out
-
-
-def test_other_bytes_or_order_refuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(lane("probe-52", FAST, sequence="reversed"),
-                             lane("small-12", SMALL)), capsys=capsys)
-    assert code == 2, out
-    assert "lane probe-52: the repetitions sent different bytes or another order" in out
-
-
 def test_no_change_is_zero_percent_not_minus_zero(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run(tmp_path, evidence(lane("probe-52", BASE), lane("small-12", SMALL)),
-                    evidence(lane("probe-52", [m * 1.0001 for m in BASE]),
-                             lane("small-12", SMALL)), capsys=capsys)
+    code, out = run(tmp_path, base_arm().doc(), cand_arm(fast=[m * 1.0001 for m in BASE]).doc(),
+                    capsys=capsys)
     assert code == 1, out
-    assert "change 0.0%: benefit 0.0% < the required 5.0%: FAIL" in out
+    assert "benefit 0.0% < 5.0%: FAIL" in out
     assert "-0.0%" not in out and "+0.0%" not in out
+
+
+def test_simulated_evidence_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = [base_arm().doc(), cand_arm().doc()]
+    docs[1]["simulated"] = True
+    code, out = run(tmp_path, *docs, capsys=capsys)
+    assert code == 0, out
+    assert out.startswith("SIMULATED: the evidence comes from the simulated engine")
+    assert out.splitlines()[-1] == "ADMITTED: every gate holds (simulated evidence) (exit 0)"
 
 
 @pytest.mark.parametrize(("doc", "field"), [
     ({"phases": [1, 2]}, "phases[0]: "),
-    ({"phases": [{**phase("probe-52/1", [0.3]), "deltas": {"e2e_latency_seconds": {
+    ({"phases": [{"name": "probe-52/1", "deltas": {"e2e_latency_seconds": {
         "count": "x", "sum": 0.3}}}]}, "phases[0].deltas.e2e_latency_seconds.count: "),
-    ({"phases": [{**phase("probe-52/1", [0.3]), "begin": {"budget_bytes": "big"}}]},
+    ({"phases": [{"name": "probe-52/1", "begin": {"budget_bytes": "big"}}]},
      "phases[0].begin.budget_bytes: "),
-    ({"phases": [{**phase("probe-52/1", [0.3]), "deltas": {"e2e_latency_seconds": {
+    ({"phases": [{"name": "probe-52/1", "deltas": {"e2e_latency_seconds": {
         "count": 1, "sum": 0.3, "buckets": [["fast", 1]]}}}]},
      "phases[0].deltas.e2e_latency_seconds.buckets: bucket 0: bound 'fast' is not a number"),
-    ({"phases": [phase("a/1", [0.3]), phase("a/1", [0.3])]}, "phases: the names a/1 occur"),
+    ({"phases": [{"name": "a/1"}, {"name": "a/1"}]}, "phases: the names a/1 occur"),
     ({"phases": [], "passes": [{"phase": "a/1", "sent": "52", "failed": 0,
                                 "sequence_sha256": "0" * 64}]}, "passes[0].sent: "),
+    ({"phases": [], "passes": [{"phase": "a/1", "sent": 52, "failed": 0,
+                                "sequence_sha256": "0" * 64,
+                                "outputs": [{"sha256": "0" * 64, "completion_tokens": "32"}]}]},
+     "passes[0].outputs[0].completion_tokens: "),
 ])
 def test_malformed_evidence_is_refused_naming_the_field(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: dict[str, Any],
         field: str) -> None:
-    for p in doc["phases"]:
-        if isinstance(p, dict):
-            p.pop("_pass", None)
-    bad = write(tmp_path / "bad.json", doc)
-    good = write(tmp_path / "good.json", evidence(lane("probe-52", BASE)))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    good = write(tmp_path / "good.json", base_arm().doc())
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["compare", "--baseline", str(good), "--candidate", str(bad),
                   "--primary", "probe-52"])

@@ -1,4 +1,4 @@
-"""docs/experiments.md section 5 shows what the committed observer-cost report says, and that
+"""docs/experiments.md section 7 shows what the committed observer-cost report says, and that
 report is what the renderer makes of its JSON (tools/observer_cost_report.py writes them)."""
 
 from __future__ import annotations
@@ -33,5 +33,5 @@ def test_the_page_shows_the_reports_result() -> None:
     shown = re.search(re.escape(MARKER) + r"(.*?)\n\nTop:", DOC.read_text(), re.S)
     assert shown is not None
     assert shown.group(1) == result_block((RUN / MD_FILE).read_text()), (
-        "docs/experiments.md section 5 does not show the committed report's result: "
+        "docs/experiments.md section 7 does not show the committed report's result: "
         "python -m tools.observer_cost_report")

@@ -1,5 +1,5 @@
-"""evidence.png's layout, on the committed evidence of a real simulator run: phase names that
-stay apart, legends that never cover them, verdict titles that say what a verdict means."""
+"""evidence.png's layout, on the committed evidence of a simulator run: phase names that stay
+apart, legends that never cover them, a title that says the evidence is simulated."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from exporter.experiment.plot import figure
 from tests.conftest import ROOT
 
-REPORTS = [ROOT / "docs" / "experiments" / "arms" / "baseline" / "evidence.json",
-           ROOT / "docs" / "experiments" / "probe" / "evidence.json"]
+REPORTS = [ROOT / "tests" / "fixtures" / "experiments" / "arms" / "baseline" / "evidence.json",
+           ROOT / "tests" / "fixtures" / "experiments" / "probe" / "evidence.json"]
 
 
 @pytest.fixture(params=REPORTS, ids=["arms", "probe"])
@@ -49,3 +49,15 @@ def test_each_legend_sits_below_the_phase_names(fig: Any) -> None:
         legend = ax.get_legend().get_window_extent(renderer)
         assert legend.y1 <= names.y0, ax.get_title()
         assert names.y0 - legend.y1 < 20  # right under them, not adrift
+
+
+def test_simulated_evidence_says_so_in_the_title_and_across_the_picture(fig: Any) -> None:
+    assert fig._suptitle.get_text().startswith("SIMULATED ENGINE, not measurements of Helios")
+    assert [t.get_text() for t in fig.texts if t is not fig._suptitle] == ["SIMULATED"]
+    doc = json.loads(REPORTS[1].read_text())
+    real = figure({**doc, "simulated": False})
+    try:
+        assert "SIMULATED" not in real._suptitle.get_text()
+        assert [t for t in real.texts if t is not real._suptitle] == []
+    finally:
+        plt.close(real)

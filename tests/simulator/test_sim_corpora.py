@@ -19,11 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 # SHA-256 of each corpus file as `python -m simulator corpus NAME` writes it. A change here changes what every
 # recorded probe sent: make it on purpose, and say so in the commit.
 PINNED = {
-    "probe-52": "3881e8ddaeeac5588f84ca0a04f9e5e3294148b730087238cf8273fd9b6905f7",
-    "control-52": "465a1ae29d52ce48106ec677ef2ce12ee1c52e1dc63eb1db920f22fc78cd2f4c",
-    "small-12": "b43f9524974a3e51a1988d2e2cbd8e90a127361e458b0cd3bd19505f105bd1b2",
-    "long-context": "bed147d490ee9f2486a4c7437de70720927aa57c1114421990036f1394793f31",
-    "fixture-1024": "352b30f7a18279da391027a5a31e7e1402c9297bb6f53218763211eb06ec4cfa",
+    "probe-52": "fca2f413265559794df0c6ff6b7f1f549bb9ede6f837b0396007d2fb0f567f91",
+    "control-52": "708e63fa4374ec0b76a09f2d0270169a50e30b03fe2a56280f51fc1c6aef22b5",
+    "small-12": "fb374be6488c931afa2a5a088c473593711c7be51d123b609cb36f12abc3d6af",
+    "long-context": "dfc36ea53fb95d918e7d095ba6c8de34a500485c1f20d35927ba2127df8a2b8f",
+    "fixture-1024": "2795b49cd24714afc0383f940a2942af9c27d68e5c381b71a0824a31c2f6e30f",
 }
 
 
@@ -46,12 +46,12 @@ def test_bodies_are_distinct_completion_requests(name: str) -> None:
     bodies = [json.loads(line) for line in text(name).splitlines()]
     assert len(bodies) == spec.bodies
     for body in bodies:
-        fixed = {"ignore_eos", "min_tokens"} if spec.fixed_output else set()
-        assert set(body) == {"model", "prompt", "max_tokens", "temperature", *fixed}
-        if spec.fixed_output:  # exactly max_tokens, as the restore preflight asks
-            assert body["ignore_eos"] is True and body["min_tokens"] == spec.max_tokens
+        assert set(body) == {"model", "prompt", "max_tokens", "min_tokens", "ignore_eos",
+                             "temperature"}
         assert body["model"] == "qwen3-next" and body["temperature"] == 0
-        assert body["max_tokens"] == spec.max_tokens
+        # the output length is fixed: no end of sequence before max_tokens
+        assert body["max_tokens"] == body["min_tokens"] == spec.max_tokens
+        assert body["ignore_eos"] is True
         prompt = body["prompt"]
         assert len(prompt) == spec.prompt_tokens and tuple(prompt[: len(TEMPLATE)]) == TEMPLATE
         assert all(FIRST_ID <= t < VOCAB for t in prompt[len(TEMPLATE) :])
