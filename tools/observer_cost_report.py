@@ -4,8 +4,8 @@ commands against the simulated engine: `python -m tools.observer_cost_report` (a
 It starts `helios-exporter simulate --scenario idle --seed 1 --time-scale 20 --trace-cost 0.05`
 and a sidecar on free ports of 127.0.0.1, runs `observer-cost` exactly as the page shows it (the
 trace switched with curl, C1 and C4, three repetitions an arm of 64 requests, seed 7) in a temporary folder,
-copies plan.json, observer-cost.json, observer-cost.md and observer-cost.png into
-docs/experiments/observer-cost/, and puts the report's result into docs/experiments.md (the block
+copies observer-cost.md and observer-cost.png into docs/experiments/observer-cost/ and
+plan.json and observer-cost.json (what the tests read) into tests/fixtures/experiments/observer-cost/, and puts the report's result into docs/experiments.md (the block
 after its `observer-cost result` marker). A command that fails stops it with its output.
 """
 
@@ -22,9 +22,11 @@ from pathlib import Path
 from tools.harness import PYTHON, ROOT, Procs
 
 OUT = ROOT / "docs" / "experiments" / "observer-cost"
+DATA = ROOT / "tests" / "fixtures" / "experiments" / "observer-cost"
 PAGE = ROOT / "docs" / "experiments.md"
 MARKER = "<!-- observer-cost result: tests/experiment/test_observer_cost_docs.py -->\n"
-FILES = ("plan.json", "observer-cost.json", "observer-cost.md", "observer-cost.png")
+FILES = {"plan.json": DATA, "observer-cost.json": DATA, "observer-cost.md": OUT,
+         "observer-cost.png": OUT}
 ENGINE = ("--seed", "1", "--time-scale", "20", "--trace-cost", "0.05")
 
 
@@ -57,11 +59,11 @@ def main() -> int:
             print(done.stdout, end="")
         finally:
             procs.stop_all()
-        OUT.mkdir(parents=True, exist_ok=True)
-        for name in FILES:
-            shutil.copyfile(work / "trace" / name, OUT / name)
+        for name, folder in FILES.items():
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(work / "trace" / name, folder / name)
     show_result()
-    print(f"wrote {', '.join(str((OUT / n).relative_to(ROOT)) for n in FILES)} and "
+    print(f"wrote {', '.join(str((f / n).relative_to(ROOT)) for n, f in FILES.items())} and "
           f"{PAGE.relative_to(ROOT)}")
     return 0
 

@@ -55,9 +55,10 @@ def what_ran(doc: Mapping[str, Any]) -> str:
 
 
 def markdown(doc: Mapping[str, Any], picture: str | None, missing: str | None) -> str:
-    out = [f"# Observer cost: {doc['name']}", ""]
+    title = f"# Observer cost: {doc['name']}" + (" (SIMULATED)" if doc.get("simulated") else "")
+    out = [title, ""]
     if doc.get("simulated"):
-        out += [f"**Simulated evidence**: the engine was the simulator, its trace cost set to "
+        out += [f"**SIMULATED evidence**: the engine was the simulator, its trace cost set to "
                 f"{(doc.get('simulator_trace_cost') or 0) * 100:g} %. Its histogram records the "
                 "latency it models; an observer outside that model shows only at the client.",
                 ""]
