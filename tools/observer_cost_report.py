@@ -3,10 +3,11 @@ commands against the simulated engine: `python -m tools.observer_cost_report` (a
 
 It starts `helios-exporter simulate --scenario idle --seed 1 --time-scale 20 --trace-cost 0.05`
 and a sidecar on free ports of 127.0.0.1, runs `observer-cost` exactly as the page shows it (the
-trace switched with curl, C1 and C4, three repetitions an arm of 64 requests, seed 7) in a temporary folder,
-copies observer-cost.md and observer-cost.png into docs/experiments/observer-cost/ and
-plan.json and observer-cost.json (what the tests read) into tests/fixtures/experiments/observer-cost/, and puts the report's result into docs/experiments.md (the block
-after its `observer-cost result` marker). A command that fails stops it with its output.
+trace switched with curl, C1 and C4, three repetitions an arm of 64 requests, seed 7) in a
+temporary folder, copies observer-cost.md and observer-cost.png into
+docs/experiments/observer-cost/ and plan.json and observer-cost.json (what the tests read) into
+tests/fixtures/experiments/observer-cost/, and puts the report's result into docs/experiments.md
+(the block after its `observer-cost result` marker). A command that fails stops it with its output.
 """
 
 from __future__ import annotations

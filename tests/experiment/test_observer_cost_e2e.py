@@ -81,7 +81,8 @@ def test_a_five_percent_trace_cost_is_inside_the_interval_at_c1_and_c4(
     for s in doc["steps"]:
         assert s["begin"]["engine"]["trace"]["enabled"] is (s["arm"] == "on")
     md = (tmp_path / "out" / "observer-cost.md").read_text()
-    assert "Simulated evidence" in md and "![observer cost" in md
+    assert md.startswith("# Observer cost: t (SIMULATED)") and "**SIMULATED evidence**" in md
+    assert "![observer cost" in md
     assert (tmp_path / "out" / "observer-cost.png").stat().st_size > 10_000
     assert "C1: With the observer on, requests took longer" in done.stdout
 
