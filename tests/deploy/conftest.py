@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from alerts.generate import load_config
 from tests.helpers import missing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,9 +172,9 @@ def promtool() -> str:
 
 def alert_job() -> str:
     """The job the rules select, from alerts/config.yaml `selector: 'job="..."'`."""
-    config = yaml.safe_load((ROOT / "alerts" / "config.yaml").read_text(encoding="utf-8"))
-    match = re.search(r'\bjob="([^"]+)"', config["selector"])
-    assert match, config["selector"]
+    selector = load_config(ROOT / "alerts" / "config.yaml").selector
+    match = re.search(r'\bjob="([^"]+)"', selector)
+    assert match, selector
     return match.group(1)
 
 
