@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.webhook import Post, WebhookReceiver
+from tools.webhook import Post, WebhookReceiver
 from tools.harness import free_port
 
 TIMERS = {"group_wait", "group_interval", "repeat_interval"}

@@ -126,9 +126,9 @@ def empty_targets(live: Live, dashboard: dict[str, Any], values: dict[str, str],
 def build_fake_nvml(tmp: Path) -> tuple[Path | None, str]:
     """The fake libnvidia-ml.so.1 of tests/gpu, or None and why it could not be built."""
     try:
-        from tests.gpu.fake_nvml_lib import build, find_compiler, find_header
+        from tools.fake_nvml import build, find_compiler, find_header
     except ImportError as exc:
-        return None, f"tests/gpu/fake_nvml_lib.py is not importable: {exc}"
+        return None, f"tools/fake_nvml.py is not importable: {exc}"
     header, compiler = find_header(), find_compiler()
     if header is None or compiler is None:
         return None, f"the fake NVML needs nvml.h (found {header}) and a C compiler ({compiler})"
@@ -137,7 +137,7 @@ def build_fake_nvml(tmp: Path) -> tuple[Path | None, str]:
 
 def write_fake_gpus(config: Path, engine_url: str) -> None:
     """Two GPUs carrying the engine's rank UUIDs, GPU 0 power-capped near its limit."""
-    from tests.gpu.fake_nvml_lib import FakeConfig
+    from tools.fake_nvml import FakeConfig
 
     ranks = httpx.get(engine_url + "/debug/offload/snapshot", timeout=5.0).json()["ranks"]
     gpus: dict[int, dict[str, object]] = {

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.procs import ROOT, Stack
-from tests.e2e.webhook import WebhookReceiver
+from tools.webhook import WebhookReceiver
 
 pytestmark = pytest.mark.e2e
 

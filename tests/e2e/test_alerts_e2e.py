@@ -49,7 +49,7 @@ import httpx
 import pytest
 
 from tests.e2e.procs import ROOT, Proc, Stack, free_port, http_ok, query, wait_for
-from tests.e2e.webhook import Delivery, WebhookReceiver
+from tools.webhook import Delivery, WebhookReceiver
 
 pytestmark = pytest.mark.e2e
 

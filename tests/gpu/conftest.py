@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from exporter.sources.nvml import NvmlSource
-from tests.gpu.fake_nvml_lib import FakeConfig, FakeLibs, build, find_compiler, find_header
+from tools.fake_nvml import FakeConfig, FakeLibs, build, find_compiler, find_header
 from tests.helpers import missing
 
 

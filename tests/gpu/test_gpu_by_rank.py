@@ -19,7 +19,7 @@ from prometheus_client import generate_latest
 from exporter.config import Config
 from exporter.sidecar import Sidecar, build
 from exporter.sources.nvml import NvmlSource
-from tests.gpu.fake_nvml_lib import FakeConfig, FakeLibs
+from tools.fake_nvml import FakeConfig, FakeLibs
 from tests.helpers import FIXTURES, StubEngine, promtool_check_metrics
 from tools.harness import families
 
