@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from exporter.sources.nvml import NvmlSource
-from tools.fake_nvml import FakeConfig, FakeLibs, build, find_compiler, find_header
 from tests.helpers import missing
+from tools.fake_nvml import FakeConfig, FakeLibs, build, find_compiler, find_header
 
 
 @pytest.fixture(scope="session")
