@@ -59,6 +59,7 @@ def test_every_bench_script_is_listed() -> None:
     assert {"regression.py", "report.py", "scrape_load.py", "poll_cost.py", "suite.py"} <= set(SCRIPTS)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_every_bench_script_answers_help(script: str) -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--help"],

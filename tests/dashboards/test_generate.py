@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.dashboards.promql import DASHBOARD_DIR, DASHBOARD_FILES, ROOT
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
 
 GENERATE = ROOT / "dashboards" / "generate.py"
 

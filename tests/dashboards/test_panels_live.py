@@ -34,6 +34,7 @@ import pytest
 
 from tests.dashboards.promql import ROOT, Target, substitute, targets, variable_query_expr
 from tests.e2e.procs import Proc, Stack, free_port, http_ok, need, query, wait_for
+from tests.process_guard import process_fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -189,7 +190,7 @@ def two_cluster_prometheus(stack: Stack, a: str, b: str, rules: list[Path]) -> t
     return proc, url
 
 
-@pytest.fixture(scope="module")
+@process_fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     tmp = tmp_path_factory.mktemp("dashboards-live")
     stack = Stack(tmp)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.process_guard import process_fixture
 from tools import harness
 from tools.harness import ROOT, Proc, Stack, WaitFailed, free_port, http_ok, query, wait_until
 
@@ -32,7 +33,7 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str, proc: Proc | N
         pytest.fail(str(exc))
 
 
-@pytest.fixture
+@process_fixture
 def stack(tmp_path: Path) -> Iterator[Stack]:
     s = Stack(tmp_path)
     try:

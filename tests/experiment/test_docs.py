@@ -6,6 +6,8 @@ import json
 import re
 import subprocess
 
+import pytest
+
 from tests.conftest import ROOT
 from tools.harness import PYTHON
 
@@ -16,6 +18,7 @@ COMPARE = ["compare", "--baseline", f"{ARMS}/baseline/evidence.json", "--candida
            "--protected", "long-context", "--allow-difference", "geometry"]
 
 
+@pytest.mark.e2e
 def test_the_compare_output_in_the_doc_is_what_compare_prints() -> None:
     done = subprocess.run([PYTHON, "-m", "exporter", *COMPARE], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=False)
