@@ -10,14 +10,13 @@ from typing import Any
 
 import yaml
 
+from exporter import durations
 from exporter.defaults import RESTORE_BOUND
 
 # The sidecar's default restore bound: window_memory must outlast it, or a window that stops
 # reporting mid-way would be forgotten before its deadline.
 DEFAULT_RESTORE_BOUND_S = int(RESTORE_BOUND)
 
-_DURATION_RE = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-_DURATION_UNITS = (604800, 86400, 3600, 60, 1)
 _LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
@@ -111,12 +110,14 @@ class Reader:
     def _duration(self, path: str, value: Any, *, allow_zero: bool) -> Duration:
         if value is None:
             return Duration("0s", 0)
-        match = _DURATION_RE.match(str(value)) if isinstance(value, str) else None
-        if match is None or not value:
+        try:
+            length = durations.seconds(value) if isinstance(value, str) else None
+        except ValueError:
+            length = None
+        if length is None or length != int(length):  # the rules' windows are whole seconds
             self.errors.append(f"{path}: expected a duration like 90s, 15m or 3h, got {value!r}")
             return Duration("0s", 0)
-        parts = zip(match.groups(), _DURATION_UNITS, strict=True)
-        seconds = sum(int(g or 0) * unit for g, unit in parts)
+        seconds = int(length)
         if seconds == 0 and not allow_zero:
             self.errors.append(f"{path}: must be longer than 0")
         return Duration(value, seconds)
@@ -161,12 +162,17 @@ class Reader:
         }
 
 
-def load_config(path: Path, alert_names: Sequence[str]) -> Config:
-    """Read and check the config; `alert_names` are the alerts whose `for:` it must set."""
+def read_raw(path: Path) -> Mapping[str, Any]:
+    """The config's YAML mapping as written (its keys, for checks that name them)."""
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{path}: expected a YAML mapping")
-    r = Reader(raw)
+    return raw
+
+
+def load_config(path: Path, alert_names: Sequence[str]) -> Config:
+    """Read and check the config; `alert_names` are the alerts whose `for:` it must set."""
+    r = Reader(read_raw(path))
     config = Config(
         selector=r.string("selector"),
         target_labels=r.labels("target_labels"),

@@ -41,14 +41,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e.procs import Stack, free_port, need, query, wait_for  # noqa: E402
-from tests.e2e.webhook import WebhookReceiver  # noqa: E402
+from exporter import durations  # noqa: E402
+from tools.harness import Stack, free_port, need, query  # noqa: E402
+from tools.harness import wait_until as wait_for  # noqa: E402
+from tools.webhook import WebhookReceiver  # noqa: E402
 
 ALERT = "HeliosRestoreBoundBreached"
 JOB = "helios-exporter"
@@ -56,19 +57,9 @@ RULE_FILES = [ROOT / "alerts" / "helios-alerts.yaml", ROOT / "alerts" / "helios-
 AM_TEMPLATE = ROOT / "deploy" / "alertmanager" / "alertmanager-test.yml"
 EVAL_INTERVAL = "1s"
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|y|w|d|h|m|s)")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-
-
 def parse_duration(text: str | None) -> float:
-    """Prometheus/Alertmanager duration ('1m30s', '500ms', '0m') in seconds; None is 0."""
-    if text is None:
-        return 0.0
-    text = str(text).strip()
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"not a duration: {text!r}")
-    return sum(float(n) * _UNITS[u] for n, u in parts)
+    """A rule's or Alertmanager's duration in seconds; None (no `for:`) is 0."""
+    return 0.0 if text is None else durations.seconds(str(text).strip())
 
 
 def rule_of(alert: str) -> dict[str, Any]:
@@ -289,7 +280,7 @@ def main() -> int:
         else:
             with tempfile.TemporaryDirectory(prefix="alert-latency-") as tmp:
                 result = run(args, Path(tmp))
-    except (Exception, pytest.fail.Exception) as exc:  # wait_for() fails via pytest.fail
+    except Exception as exc:
         print(f"alert_latency failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     print(markdown(result))

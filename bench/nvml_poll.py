@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from exporter.sources.nvml import NvmlSource  # noqa: E402
-from tests.gpu.fake_nvml_lib import FakeConfig, build  # noqa: E402
+from tools.fake_nvml import FakeConfig, build  # noqa: E402
 
 
 def measure(source: NvmlSource, polls: int) -> tuple[list[float], int]:

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/poll_cost.py [--cycles 500] [--steady-seconds 60] [--json PATH]
 
-1. In process: `tests.helpers.make_sidecar` with a `StubEngine` (httpx MockTransport) serving the
+1. In process: `tools.harness.make_sidecar` with a `StubEngine` (httpx MockTransport) serving the
    example snapshot of docs/interface.md (tests/fixtures/snapshots/contract_example.json) and the
    real SGLang /metrics; `time.process_time()` around each `await loop.cycle()` (the CPU of every
    thread of this process: the event loop, the parse threads and the host source's psutil thread),
@@ -116,7 +116,7 @@ async def cycle_cost(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any
     and of the uncached render of /metrics after each (also bench/regression.py's figure)."""
     import structlog
 
-    from tests.helpers import StubEngine, make_sidecar
+    from tools.harness import StubEngine, make_sidecar
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings+
     metrics_text = SGLANG.read_text()
@@ -168,7 +168,7 @@ async def _cycles(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any]:
 
     from exporter.snapshot import parse_snapshot, schema, validator
     from exporter.sources.host import HostSource
-    from tests.helpers import StubEngine
+    from tools.harness import StubEngine
 
     measured = await cycle_cost(cycles, warmup, state_dir)
     metrics_text = SGLANG.read_text()

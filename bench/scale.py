@@ -39,6 +39,8 @@ from typing import Any
 import httpx
 import yaml
 
+from exporter import durations
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale_queries
 import scale_series
@@ -72,7 +74,7 @@ def long_windows(exprs: Sequence[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for expr in exprs:
         for name, window in re.findall(r"([a-zA-Z_:][\w:]*)\s*(?:\{[^}]*\})?\s*\[(\d+[smhdw])", expr):
-            seconds = scale_queries._parse_duration(window)
+            seconds = durations.seconds(window)
             if seconds > LONG_WINDOW_S and not name.startswith("helios:"):
                 out[name] = max(out.get(name, 0.0), seconds)
     return out

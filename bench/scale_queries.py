@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exporter import durations
+
 VIEWPORT_PX = 1920  # browser width the panel widths are computed for
 GRID_COLUMNS = 24
 SCRAPE_INTERVAL_S = 15  # the data source's timeInterval ("scrape interval")
@@ -61,14 +63,6 @@ def grafana_duration(seconds: float) -> str:
     if seconds >= 1:
         return f"{int(seconds)}s"
     return f"{int(seconds * 1000)}ms"
-
-
-def _parse_duration(text: str) -> float:
-    total = 0.0
-    for number, unit in re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)", text):
-        total += float(number) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400,
-                                  "w": 604800}[unit]
-    return total
 
 
 @dataclass(frozen=True)
@@ -199,7 +193,7 @@ def queries(path: Path, start: float, end: float, variables: dict[str, str]) -> 
     for ann in dashboard.get("annotations", {}).get("list", []):
         if not ann.get("expr") or not ann.get("enable", True):
             continue
-        step = float((ann.get("step") and _parse_duration(ann["step"])) or ANNOTATION_STEP_S)
+        step = float((ann.get("step") and durations.seconds(ann["step"])) or ANNOTATION_STEP_S)
         expr = substitute(ann["expr"], variables, step, range_s)
         s, e = _range(start, end, step)
         out.append(Query(path.name, f"annotation: {ann['name']}", ann["name"], "annotation",
@@ -209,7 +203,7 @@ def queries(path: Path, start: float, end: float, variables: dict[str, str]) -> 
         if not targets:
             continue
         max_points = panel.get("maxDataPoints") or panel_width_px(panel["gridPos"]["w"])
-        min_interval = _parse_duration(panel["interval"]) if panel.get("interval") else \
+        min_interval = durations.seconds(panel["interval"]) if panel.get("interval") else \
             SCRAPE_INTERVAL_S
         interval = interval_s(range_s, max_points, min_interval)
         step = max(interval, range_s / MAX_POINTS_PER_SERIES)

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from scale_queries import _parse_duration
+
+from exporter import durations
 
 STEP_RE = re.compile(
     r"\(\n(?P<source>.*)\n\)\nunless\n\(\n\s*last_over_time\((?P<self>[\w:]+)\{[^}]*\}"
@@ -63,7 +64,7 @@ def find(rule_files: Iterable[Path]) -> Steps:
             source = recorded[sel["name"]]
         out.append({"record": name, "expr": source})
     names = {r["record"] for r in out}
-    reach = max((_parse_duration(window) for r in rules for metric, window in RANGE_RE.findall(r["expr"])
+    reach = max((durations.seconds(window) for r in rules for metric, window in RANGE_RE.findall(r["expr"])
                  if metric in names), default=0.0)
     return Steps(out, reach)
 

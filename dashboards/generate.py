@@ -12,7 +12,6 @@ changing it.
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 
 from dashboards import gpu, offload, restore
 from dashboards.lib import ALERTS_CONFIG, Settings, render
+from tools.generated import sync
 
 OUT_DIR = Path(__file__).resolve().parent
 
@@ -41,18 +41,6 @@ def generate(config: Path = ALERTS_CONFIG) -> dict[str, str]:
     return {name: render(build(settings)) for name, build in DASHBOARDS.items()}
 
 
-def check(out_dir: Path, rendered: dict[str, str]) -> str:
-    """Unified diff between the files in out_dir and `rendered`; empty when they match."""
-    diff: list[str] = []
-    for name, text in rendered.items():
-        path = out_dir / name
-        old = path.read_text(encoding="utf-8") if path.is_file() else ""
-        if old != text:
-            diff += difflib.unified_diff(old.splitlines(keepends=True), text.splitlines(keepends=True),
-                                         f"{path} (committed)", f"{path} (generated)")
-    return "".join(diff)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--check", action="store_true",
@@ -61,19 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=ALERTS_CONFIG,
                         help="alerts config holding the shared thresholds")
     args = parser.parse_args(argv)
-    rendered = generate(args.config)
-    if args.check:
-        diff = check(args.out, rendered)
-        if diff:
-            sys.stdout.write(diff)
-            sys.stdout.write("\ndashboards drifted: run `python dashboards/generate.py` and commit\n")
-            return 1
-        return 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, text in rendered.items():
-        (args.out / name).write_text(text, encoding="utf-8")
-        print(f"wrote {args.out / name}")
-    return 0
+    return sync(generate(args.config), args.out, args.check, "python dashboards/generate.py")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ clusters with the same job and instance never mix under a global view (Thanos, M
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +25,11 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as prom_models
 
+from alerts.config import ConfigError
+from alerts.generate import DEFAULT_CONFIG, load_config
+
 ROOT = Path(__file__).resolve().parent.parent
-ALERTS_CONFIG = ROOT / "alerts" / "config.yaml"
+ALERTS_CONFIG = DEFAULT_CONFIG
 
 DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 # What Grafana substitutes for "All" in the multi-value variables: match every value.
@@ -37,18 +39,6 @@ GRID_WIDTH = 24
 DEFAULT_CLUSTER_LABEL = "cluster"
 # The labels that identify one sidecar target within a cluster.
 TARGET_LABELS = ("job", "instance")
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-
-
-def duration_seconds(text: str) -> float:
-    """A Prometheus duration ("15m", "1h30m") in seconds."""
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"not a Prometheus duration: {text!r}")
-    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -62,21 +52,18 @@ class Settings:
 
     @classmethod
     def load(cls, path: Path = ALERTS_CONFIG) -> Settings:
-        config: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+        """Through the alerts' own reader (alerts/config.py), every problem reported at once."""
         try:
-            settings = cls(
-                window_memory=str(config["window_memory"]),
-                at_risk_margin_s=duration_seconds(str(config["restore"]["at_risk_margin"])),
-                page_headroom_ratio=float(config["offload"]["page_headroom_ratio"]),
-                power_limit_ratio=float(config["gpu"]["power_limit_ratio"]),
-                cluster_label=str(config.get("cluster_label") or DEFAULT_CLUSTER_LABEL),
-            )
-        except (KeyError, TypeError) as exc:
-            raise SystemExit(f"{path}: missing setting {exc}") from None
-        duration_seconds(settings.window_memory)  # validates
-        if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", settings.cluster_label):
-            raise SystemExit(f"{path}: cluster_label {settings.cluster_label!r} is not a label name")
-        return settings
+            config = load_config(path)
+        except (ConfigError, OSError, yaml.YAMLError) as exc:
+            raise SystemExit(f"{path}: {exc}") from None
+        return cls(
+            window_memory=config.window_memory.text,
+            at_risk_margin_s=float(config.at_risk_margin.seconds),
+            page_headroom_ratio=config.page_headroom_ratio,
+            power_limit_ratio=config.power_limit_ratio,
+            cluster_label=config.cluster_label or DEFAULT_CLUSTER_LABEL,
+        )
 
 
 # -- selectors and queries ---------------------------------------------------------------------

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import pytest
+
+from tools.harness import StubEngine, contract_example, make_sidecar
+
+__all__ = ["StubEngine", "check_golden", "contract_example", "make_sidecar", "missing",
+           "promtool_check_metrics", "tracked_copy"]
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -19,11 +23,6 @@ def missing(reason: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(f"{reason}; run scripts/bootstrap", pytrace=False)
     pytest.skip(f"{reason} (run scripts/bootstrap)")
-
-
-def contract_example() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((FIXTURES / "snapshots" / "contract_example.json").read_text())
-    return data
 
 
 def promtool_check_metrics(text: bytes) -> None:
@@ -43,41 +42,6 @@ def check_golden(text: bytes, path: Path, update: bool) -> None:
     promtool_check_metrics(text)
     assert path.exists(), f"missing {path}: run pytest --update-golden and review the diff"
     assert text.decode() == path.read_text()
-
-
-class StubEngine:
-    """An httpx.MockTransport handler serving a snapshot and a /metrics text that tests mutate."""
-
-    def __init__(self, snapshot: dict[str, Any] | bytes | None = None, metrics: str = "") -> None:
-        self.snapshot = contract_example() if snapshot is None else snapshot
-        self.metrics = metrics
-        self.status = 200
-        self.requests: list[str] = []
-
-    def __call__(self, request: Any) -> Any:
-        import httpx
-
-        self.requests.append(request.url.path)
-        if self.status != 200:
-            return httpx.Response(self.status, text="<html>error</html>")
-        if request.url.path == "/debug/offload/snapshot":
-            body = self.snapshot if isinstance(self.snapshot, bytes) else json.dumps(self.snapshot)
-            return httpx.Response(200, content=body)
-        if request.url.path == "/metrics":
-            return httpx.Response(200, text=self.metrics)
-        return httpx.Response(404)
-
-
-def make_sidecar(engine: StubEngine, state_dir: Path, **overrides: Any) -> Any:
-    """A fully assembled sidecar whose engine client talks to `engine` in memory."""
-    import httpx
-
-    from exporter.config import Config
-    from exporter.sidecar import build
-
-    config = Config(engine_url="http://engine.invalid", state_dir=state_dir, no_nvml=True,
-                    **overrides)
-    return build(config, transport=httpx.MockTransport(engine))
 
 
 def tracked_copy(dest: Path) -> Path:

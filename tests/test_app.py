@@ -4,6 +4,7 @@ import asyncio
 from pathlib import Path
 
 import httpx
+import pytest
 
 from exporter.app import build_app
 from tests.helpers import StubEngine, make_sidecar, promtool_check_metrics
@@ -16,6 +17,7 @@ async def _client_for(engine: StubEngine, tmp_path: Path):  # type: ignore[no-un
     return sidecar, client
 
 
+@pytest.mark.e2e
 def test_endpoints_before_and_after_first_cycle(tmp_path: Path) -> None:
     async def run() -> None:
         engine = StubEngine()
@@ -67,6 +69,7 @@ def test_fifty_scrapes_cause_no_engine_requests(tmp_path: Path) -> None:
     asyncio.run(run())
 
 
+@pytest.mark.e2e
 def test_broken_engine_keeps_a_valid_exposition_and_recovers(tmp_path: Path) -> None:
     async def run() -> None:
         engine = StubEngine()

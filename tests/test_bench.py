@@ -59,6 +59,7 @@ def test_every_bench_script_is_listed() -> None:
     assert {"regression.py", "report.py", "scrape_load.py", "poll_cost.py", "suite.py"} <= set(SCRIPTS)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_every_bench_script_answers_help(script: str) -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--help"],
@@ -77,3 +78,23 @@ def test_the_committed_page_is_its_raw_figures_rendered() -> None:
         sys.path.remove(str(ROOT / "bench"))
     results = json.loads((ROOT / "bench" / "results" / "latest.json").read_text())
     assert report.render(results) == (ROOT / "docs" / "benchmarks.md").read_text()
+
+
+def _imported_modules(path: Any) -> set[str]:
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("folder", ["bench", "tools"])
+def test_benchmarks_and_tools_never_import_the_tests(folder: str) -> None:
+    """bench/ and tools/ run without the test suite: they import the package and tools/."""
+    offenders = {p.name: sorted(m for m in _imported_modules(p) if m.split(".")[0] == "tests")
+                 for p in sorted((ROOT / folder).glob("*.py"))}
+    assert {name: mods for name, mods in offenders.items() if mods} == {}

@@ -136,6 +136,7 @@ def _serve_badly(*extra: str, env: dict[str, str] | None = None) -> subprocess.C
                           env=environ | (env or {}))
 
 
+@pytest.mark.e2e
 def test_config_errors_are_one_json_event_with_exit_2() -> None:
     """Every error at once, in the log format asked for: one line a log pipeline parses."""
     done = _serve_badly("--log-format", "json")
@@ -148,6 +149,7 @@ def test_config_errors_are_one_json_event_with_exit_2() -> None:
     assert done.stdout == ""
 
 
+@pytest.mark.e2e
 def test_config_errors_in_logfmt_and_on_the_console() -> None:
     done = _serve_badly(env={"HELIOS_EXPORTER_LOG_FORMAT": "logfmt"})
     assert done.returncode == 2
@@ -161,6 +163,7 @@ def test_config_errors_in_logfmt_and_on_the_console() -> None:
     assert not done.stderr.lstrip().startswith("{")
 
 
+@pytest.mark.e2e
 def test_an_invalid_log_format_is_reported_in_the_default_format() -> None:
     """Not a terminal: the default (auto) is JSON, the format error among the others."""
     done = _serve_badly("--log-format", "xml")
@@ -170,6 +173,7 @@ def test_an_invalid_log_format_is_reported_in_the_default_format() -> None:
                                "auto, json, logfmt or console, got 'xml'"]
 
 
+@pytest.mark.e2e
 def test_version_names_the_package_and_python() -> None:
     done = subprocess.run([sys.executable, "-m", "exporter", "--version"], capture_output=True,
                           text=True, timeout=60, check=False)

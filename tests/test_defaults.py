@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from alerts.config import Config as AlertConfig
+from alerts.generate import load_config
 from exporter import config, defaults, derive
 from exporter.restore.window import Bounds
 from exporter.snapshot import Snapshot, snapshot_from_obj
@@ -18,17 +20,9 @@ from tests.conftest import ROOT
 ALERTS = ROOT / "alerts"
 
 
-def alert_config() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load((ALERTS / "config.yaml").read_text())
-    return data
-
-
-def seconds(duration: str) -> float:
-    """A Prometheus duration (90s, 15m, 3h, 1h30m) in seconds."""
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-    parts = re.findall(r"(\d+)(ms|[smhdwy])", duration)
-    assert parts and "".join(n + u for n, u in parts) == duration, duration
-    return sum(int(n) * units[u] for n, u in parts)
+def alert_config() -> AlertConfig:
+    """alerts/config.yaml through the alerts' own reader."""
+    return load_config(ALERTS / "config.yaml")
 
 
 def alert_rule(name: str) -> dict[str, Any]:
@@ -41,7 +35,7 @@ def alert_rule(name: str) -> dict[str, Any]:
 
 
 def test_page_headroom_is_the_alert_configs() -> None:
-    configured = alert_config()["offload"]["page_headroom_ratio"]
+    configured = alert_config().page_headroom_ratio
     assert configured == defaults.PAGE_HEADROOM_RATIO
     expr = alert_rule("HeliosOffloadRowPressureWithPageHeadroom")["expr"]
     assert re.search(rf"\)\s*>=\s*{re.escape(str(configured))}\s*\)", expr), expr
@@ -56,7 +50,7 @@ def _snap(attempts: int, page_free: int) -> Snapshot:
 @pytest.mark.parametrize(("offset", "counted"), [(0, 5), (-1, 0), (+1, 5)])
 def test_derived_headroom_threshold_is_the_alert_configs(offset: int, counted: int) -> None:
     """The counter the alert reads counts attempts exactly from the configured ratio up."""
-    page_free = round(alert_config()["offload"]["page_headroom_ratio"] * 100) + offset
+    page_free = round(alert_config().page_headroom_ratio * 100) + offset
     first = derive.advance_headroom(None, _snap(10, page_free))
     second = derive.advance_headroom(first, _snap(15, page_free))
     assert second is not None and second.total == counted
@@ -65,10 +59,10 @@ def test_derived_headroom_threshold_is_the_alert_configs(offset: int, counted: i
 def test_restore_bound_and_down_grace_are_what_the_alerts_assume() -> None:
     cfg = alert_config()
     # Prometheus remembers a window that stops reporting for longer than the whole bound.
-    assert seconds(cfg["window_memory"]) > defaults.RESTORE_BOUND
+    assert cfg.window_memory.seconds > defaults.RESTORE_BOUND
     # The alerts are tuned for the sidecars' default grace, and fire before it runs out.
-    assert seconds(cfg["exporter"]["down_grace"]) == defaults.DOWN_GRACE
-    assert seconds(cfg["for"]["HeliosEngineSnapshotFailing"]) < defaults.DOWN_GRACE
+    assert cfg.down_grace.seconds == defaults.DOWN_GRACE
+    assert cfg.for_["HeliosEngineSnapshotFailing"].seconds < defaults.DOWN_GRACE
 
 
 def test_every_option_default_is_the_config_default() -> None:
@@ -87,7 +81,7 @@ def test_every_option_default_is_the_config_default() -> None:
 
 
 def test_a_recent_restart_on_the_status_page_is_as_long_as_the_alert_fires() -> None:
-    configured = seconds(alert_config()["engine"]["restart_window"])
-    assert configured == defaults.RESTART_RECENT
+    configured = alert_config().restart_window
+    assert configured.seconds == defaults.RESTART_RECENT
     expr = alert_rule("HeliosEngineRestartedOutsideWindow")["expr"]
-    assert f"[{alert_config()['engine']['restart_window']}]" in expr, expr
+    assert f"[{configured.text}]" in expr, expr

@@ -57,6 +57,7 @@ def _client(sidecar: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sidecar")
 
 
+@pytest.mark.e2e
 def test_a_failing_collector_leaves_the_rest_of_the_scrape(tmp_path: Path) -> None:
     flaky = Flaky()
     sidecar = _sidecar(tmp_path, process=flaky)
@@ -102,6 +103,7 @@ def test_a_failing_collector_leaves_the_rest_of_the_scrape(tmp_path: Path) -> No
     assert [e["collector"] for e in logs if e["event"] == "collector_recovered"] == ["process"]
 
 
+@pytest.mark.e2e
 def test_a_collector_whose_output_cannot_be_rendered(tmp_path: Path) -> None:
     sidecar = _sidecar(tmp_path, platform=Unrenderable())
     asyncio.run(sidecar.loop.cycle())
@@ -127,6 +129,7 @@ def test_collector_durations_are_measured_per_collector(tmp_path: Path) -> None:
     assert set(durations.values()) == {1.0}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("om", [False, True])
 def test_gzip_is_negotiated_and_decompresses_to_the_identity_body(tmp_path: Path, om: bool) -> None:
     sidecar = _sidecar(tmp_path)

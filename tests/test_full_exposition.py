@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client import PlatformCollector, ProcessCollector
 
 from exporter.collectors.build_info import BuildInfoCollector
@@ -80,6 +81,7 @@ def full_exposition(tmp_path: Path) -> bytes:
         sidecar.close()
 
 
+@pytest.mark.e2e
 def test_full_exposition(tmp_path: Path, update_golden: bool) -> None:
     check_golden(full_exposition(tmp_path), GOLDEN, update_golden)
 

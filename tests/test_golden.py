@@ -66,6 +66,7 @@ def engine_exposition(polls: list[dict[str, Any]], metrics: str, tmp_path: Path)
     return generate_latest(registry)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden_exposition(case: str, tmp_path: Path, update_golden: bool) -> None:
     polls, metrics = CASES[case]

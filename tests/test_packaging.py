@@ -11,8 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import tracked_copy
 from tools.harness import ROOT
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
 
 # As pip's in-process hook runs the backend: the warnings it records are what pip shows.
 BUILD = """

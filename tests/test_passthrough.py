@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from exporter import passthrough
@@ -28,6 +29,7 @@ def exported(parsed: passthrough.Parsed, **kw: int) -> dict[str, passthrough.Fam
     return {f.name: f for f in [*parsed.families, *fold(None, parsed, "g-1", **kw).families]}
 
 
+@pytest.mark.e2e
 def test_real_sglang_output_goes_through_and_passes_promtool() -> None:
     parsed = passthrough.parse(SGLANG)
     names = set(exported(parsed))
@@ -92,6 +94,7 @@ def test_histogram_values_must_be_finite_counts() -> None:
     assert parsed.malformed_lines == 1
 
 
+@pytest.mark.e2e
 def test_label_injection_cannot_escape() -> None:
     text = 'helios:num_running_reqs{model_name="a\\"} evil{x=\\"1",le="1"} 2\n'
     parsed = passthrough.parse(text)

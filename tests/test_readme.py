@@ -27,6 +27,7 @@ import pytest
 
 from exporter import cli
 from tests.helpers import tracked_copy
+from tests.process_guard import process_fixture
 from tools.harness import ROOT, free_port
 
 README = ROOT / "README.md"
@@ -37,7 +38,7 @@ def blocks(kind: str) -> list[str]:
     return [body for lang, body in FENCE.findall(README.read_text()) if lang == kind]
 
 
-@pytest.fixture(scope="module")
+@process_fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # scripts/bootstrap in the copy would reinstall into the linked .venv, pointing it at the copy:
     # its stamp must be current (computed by bootstrap's own `want=` line).

@@ -120,6 +120,7 @@ def test_restore_scenarios(bench: dict) -> None:
     assert value(exposition(series, lost, ANCHOR), "helios_gpu_up", gpu="1") == 0.0
 
 
+@pytest.mark.e2e
 def test_promtool_backfills_the_openmetrics_output(bench: dict, tmp_path: Path) -> None:
     if shutil.which("promtool") is None:
         pytest.fail("promtool not on PATH (scripts/bootstrap installs Debian's prometheus)")

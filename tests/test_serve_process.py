@@ -56,6 +56,7 @@ def _serve(tmp_path: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[bytes
                 proc.wait()
 
 
+@pytest.mark.e2e
 def test_busy_listen_port_is_a_clear_error_and_exit_1(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -72,6 +73,7 @@ def test_busy_listen_port_is_a_clear_error_and_exit_1(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.e2e
 def test_keep_alive_scrapes_do_not_wait_for_delayed_acks(tmp_path: Path) -> None:
     """Prometheus scrapes over one keep-alive connection. If accepted connections lack
     TCP_NODELAY, the body written after the headers waits for the client's delayed ACK: about
@@ -139,6 +141,7 @@ def _logfmt(line: str) -> dict[str, str]:
     return {k: v[1:-1].replace('\\"', '"') if v.startswith('"') else v for k, v in pairs}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", ["json", "logfmt"])
 def test_every_stderr_line_is_in_the_log_format(tmp_path: Path, fmt: str) -> None:
     """uvicorn's own warning for a request it cannot parse (raw bytes that are not HTTP) used to

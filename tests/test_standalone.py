@@ -58,6 +58,7 @@ def tracked() -> dict[str, str]:
     return out
 
 
+@pytest.mark.e2e
 def test_no_tracked_file_names_a_path_outside_the_repository() -> None:
     files = tracked()
     assert "README.md" in files and "docs/interface.md" in files
@@ -112,6 +113,7 @@ def test_the_check_leaves_inside_paths_alone(line: str) -> None:
 IN_CLONE = ["tests/test_golden.py", "tests/test_snapshot.py", "tests/test_passthrough.py"]
 
 
+@pytest.mark.e2e
 def test_a_clone_with_nothing_beside_it_collects_and_passes(tmp_path: Path) -> None:
     """A clone of HEAD (committed files only) alone in an empty folder: the whole suite collects
     without one error, and the fixture-reading tests pass there."""

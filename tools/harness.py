@@ -1,15 +1,19 @@
-"""What tests and benchmarks share: free ports, child processes on 127.0.0.1, waiting for them,
-and reading an exposition back.
+"""What tests and benchmarks share: free ports, child processes on 127.0.0.1 (the simulator, the
+sidecar, Prometheus, Alertmanager), waiting for them, reading an exposition back, and an engine
+served in memory for an in-process sidecar.
 
 No pytest here: a benchmark reports a failure as a result ("not measured: why"), so waits raise
-`WaitFailed`; tests/e2e/procs.py turns that into a test failure. Every process started through
-`Procs` is stopped by `Procs.stop_all()` (SIGTERM, then SIGKILL after a grace period).
+`WaitFailed` and a missing program `NotInstalled`; tests/e2e/procs.py turns those into test
+failures. Every process started through `Procs` is stopped by `Procs.stop_all()` (SIGTERM, then
+SIGKILL after a grace period).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,6 +30,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
+# The example snapshot of docs/interface.md, which tests and benchmarks serve.
+CONTRACT_EXAMPLE = ROOT / "tests" / "fixtures" / "snapshots" / "contract_example.json"
 
 
 def free_port() -> int:
@@ -130,6 +136,76 @@ class Procs:
                 proc.stop()
 
 
+class NotInstalled(RuntimeError):
+    """A program scripts/bootstrap installs is not on PATH."""
+
+
+def need(binary: str) -> str:
+    """The path of `binary`; NotInstalled when it is not on PATH."""
+    path = shutil.which(binary)
+    if path is None:
+        raise NotInstalled(f"{binary} not on PATH: scripts/bootstrap installs it")
+    return path
+
+
+class Stack(Procs):
+    """Procs plus a real Prometheus and Alertmanager on 127.0.0.1."""
+
+    ready_timeout = 30.0
+
+    def __init__(self, tmp: Path) -> None:
+        super().__init__(tmp)
+        self.tmp = tmp
+
+    def prometheus(self, targets: list[str], rule_files: list[Path] = (),  # type: ignore[assignment]
+                   alertmanager: str | None = None, interval: str = "1s",
+                   scrape_configs: str | None = None) -> tuple[Proc, str]:
+        """Scraping `targets` as job helios-exporter, or what `scrape_configs` (YAML, the whole
+        section) says."""
+        port = free_port()
+        config = self.tmp / f"prometheus-{port}.yml"
+        lines = [f"global:\n  scrape_interval: {interval}\n  evaluation_interval: {interval}\n"]
+        if alertmanager:
+            lines.append("alerting:\n  alertmanagers:\n    - static_configs:\n"
+                         f"        - targets: ['{alertmanager}']\n")
+        if rule_files:
+            lines.append("rule_files:\n" + "".join(f"  - {r}\n" for r in rule_files))
+        lines.append(scrape_configs or (
+            "scrape_configs:\n  - job_name: helios-exporter\n    static_configs:\n"
+            f"      - targets: {targets!r}\n"))
+        config.write_text("".join(lines))
+        proc = self.start("prometheus", [
+            need("prometheus"), f"--config.file={config}",
+            f"--storage.tsdb.path={self.tmp / f'prom-{port}'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ])
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: http_ok(url + "/-/ready"), 60, "prometheus ready", proc)
+        return proc, url
+
+    def alertmanager(self, config_text: str, port: int | None = None) -> tuple[Proc, str]:
+        """A real Alertmanager on 127.0.0.1 with this config, clustering disabled."""
+        port = port or free_port()
+        config = self.tmp / f"alertmanager-{port}.yml"
+        config.write_text(config_text)
+        binary = shutil.which("prometheus-alertmanager") or need("alertmanager")
+        proc = self.start(f"alertmanager-{port}", [
+            binary, f"--config.file={config}", f"--storage.path={self.tmp / f'am-{port}'}",
+            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+        ])
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: http_ok(url + "/-/ready"), 60, "alertmanager ready", proc)
+        return proc, url
+
+
+def query(prom: str, expr: str) -> list[dict[str, Any]]:
+    """The result of an instant query."""
+    resp = httpx.get(f"{prom}/api/v1/query", params={"query": expr}, timeout=5.0)
+    resp.raise_for_status()
+    result: list[dict[str, Any]] = resp.json()["data"]["result"]
+    return result
+
+
 # -- waiting ----------------------------------------------------------------------------------
 class WaitFailed(RuntimeError):
     """A condition did not hold in time, or the process it depended on exited."""
@@ -178,3 +254,41 @@ def sample(fams: dict[str, Metric], family: str, **labels: str) -> float | None:
         if all(s.labels.get(k) == v for k, v in labels.items()):
             return float(s.value)
     return None
+
+
+# -- an engine in memory ---------------------------------------------------------------------
+def contract_example() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(CONTRACT_EXAMPLE.read_text())
+    return data
+
+
+class StubEngine:
+    """An httpx.MockTransport handler serving a snapshot and a /metrics text that callers
+    change between polls."""
+
+    def __init__(self, snapshot: dict[str, Any] | bytes | None = None, metrics: str = "") -> None:
+        self.snapshot = contract_example() if snapshot is None else snapshot
+        self.metrics = metrics
+        self.status = 200
+        self.requests: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request.url.path)
+        if self.status != 200:
+            return httpx.Response(self.status, text="<html>error</html>")
+        if request.url.path == "/debug/offload/snapshot":
+            body = self.snapshot if isinstance(self.snapshot, bytes) else json.dumps(self.snapshot)
+            return httpx.Response(200, content=body)
+        if request.url.path == "/metrics":
+            return httpx.Response(200, text=self.metrics)
+        return httpx.Response(404)
+
+
+def make_sidecar(engine: StubEngine, state_dir: Path, **overrides: Any) -> Any:
+    """A fully assembled sidecar whose engine client talks to `engine` in memory."""
+    from exporter.config import Config
+    from exporter.sidecar import build
+
+    config = Config(engine_url="http://engine.invalid", state_dir=state_dir, no_nvml=True,
+                    **overrides)
+    return build(config, transport=httpx.MockTransport(engine))

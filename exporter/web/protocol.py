@@ -21,6 +21,14 @@ as long as it likes. This subclass, passed to uvicorn as `http=`, adds:
 Connections closed for those reasons are closed at once (`abort`): a client that stopped reading
 would otherwise keep the descriptor until its buffered response drained, that is, never.
 Accepted sockets keep TCP_NODELAY (set by asyncio from the listening socket, exporter/sidecar.py).
+
+uvicorn has no public setting for any of this (no request deadline, no head limit under
+httptools, and `limit_concurrency` refuses at the cap where the guard sheds), and an ASGI
+middleware only sees a request once its head has arrived. So this is a private hook:
+`HttpToolsProtocol` is not uvicorn's public interface. It is written for `UVICORN_VERSION`, which
+pyproject.toml pins exactly; `UVICORN_HOOKS` lists what it overrides or reads of uvicorn's
+class, and tests/web/test_protocol_hook.py holds each of them, and the behaviour above, to the
+installed uvicorn, so that an upgrade fails a test rather than a slow client's deadline.
 """
 
 from __future__ import annotations
@@ -38,6 +46,15 @@ from exporter.web.connections import ConnectionGuard
 from exporter.web.tls import TlsSettings, san_allowed
 
 log = structlog.get_logger("helios_exporter.http")
+
+UVICORN_VERSION = "0.54.0"
+# What the subclass overrides of HttpToolsProtocol (the httptools parser callbacks and uvicorn's
+# own keep-alive and response callbacks among them) and the attributes of uvicorn's it reads.
+UVICORN_HOOKS = ("connection_made", "connection_lost", "data_received", "pause_writing",
+                 "resume_writing", "timeout_keep_alive_handler", "on_message_begin",
+                 "on_headers_complete", "on_message_complete", "on_response_complete")
+UVICORN_ATTRIBUTES = ("loop", "transport", "cycle", "timeout_keep_alive",
+                      "timeout_keep_alive_task")
 
 
 def _raw_response(status: str, body: bytes = b"") -> bytes:

@@ -10,6 +10,7 @@ from types import ModuleType
 import pytest
 
 from tests.helpers import missing
+from tests.process_guard import process_fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,7 +20,7 @@ def root() -> Path:
     return ROOT
 
 
-@pytest.fixture(scope="session")
+@process_fixture(scope="session")
 def promtool() -> str:
     path = shutil.which("promtool")
     if path is None:
@@ -27,7 +28,7 @@ def promtool() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+@process_fixture(scope="session")
 def amtool() -> str:
     path = shutil.which("amtool")
     if path is None:

@@ -21,12 +21,14 @@ def _run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.e2e
 def test_committed_output_is_current(root: Path) -> None:
     result = _run(root, "--check")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout == ""
 
 
+@pytest.mark.e2e
 def test_changed_threshold_is_reported_as_drift(root: Path, tmp_path: Path) -> None:
     config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
     changed = config.replace("power_limit_ratio: 0.98", "power_limit_ratio: 0.95")
@@ -39,6 +41,7 @@ def test_changed_threshold_is_reported_as_drift(root: Path, tmp_path: Path) -> N
     assert "docs/alerts.md" in result.stdout  # the thresholds table follows the config
 
 
+@pytest.mark.e2e
 def test_write_into_a_fresh_root(root: Path, tmp_path: Path) -> None:
     runbooks = _copy_docs(root, tmp_path)
     result = _run(root, "--root", str(tmp_path))
@@ -71,6 +74,7 @@ def test_cluster_label_is_configurable(root: Path, generate: Any) -> None:
     assert "k8s_cluster=%q,job=%q,instance=%q" in text
 
 
+@pytest.mark.e2e
 def test_cluster_label_must_not_repeat_a_target_label(root: Path, tmp_path: Path) -> None:
     config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
     changed = config.replace("cluster_label: cluster", "cluster_label: instance")
@@ -81,6 +85,7 @@ def test_cluster_label_must_not_repeat_a_target_label(root: Path, tmp_path: Path
     assert "cluster_label: 'instance' is also in target_labels" in result.stderr
 
 
+@pytest.mark.e2e
 def test_config_errors_are_reported_together(root: Path, tmp_path: Path) -> None:
     config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
     broken = (
@@ -103,6 +108,7 @@ def test_durations(generate: Any, text: str, seconds: int) -> None:
     assert reader.errors == []
 
 
+@pytest.mark.e2e
 def test_snapshot_for_must_stay_below_the_down_grace(root: Path, tmp_path: Path) -> None:
     """After --down-grace the sidecar opens a window and HeliosEngineSnapshotFailing is silenced."""
     config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
@@ -158,6 +164,7 @@ def _copy_docs(root: Path, into: Path) -> list[Path]:
     return runbooks
 
 
+@pytest.mark.e2e
 def test_a_hand_edited_set_up_section_is_drift(root: Path, tmp_path: Path) -> None:
     """Every runbook's Set up section is generated (alerts/runbook_setup.py): an edit by hand
     is reported, and regenerating puts it back."""
@@ -174,6 +181,7 @@ def test_a_hand_edited_set_up_section_is_drift(root: Path, tmp_path: Path) -> No
     assert runbook.read_text(encoding="utf-8") == text
 
 
+@pytest.mark.e2e
 def test_a_runbook_without_the_set_up_markers_is_an_error(root: Path, tmp_path: Path) -> None:
     _copy_docs(root, tmp_path)
     runbook = tmp_path / "docs/runbooks/HeliosGpuLost.md"

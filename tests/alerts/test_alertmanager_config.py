@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.webhook import Post, WebhookReceiver
 from tools.harness import free_port
+from tools.webhook import Post, WebhookReceiver
 
 TIMERS = {"group_wait", "group_interval", "repeat_interval"}
 NOTICES = {"HeliosRestoreWindowClosed", "HeliosRestoreWindowForgotten"}

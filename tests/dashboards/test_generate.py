@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.dashboards.promql import DASHBOARD_DIR, DASHBOARD_FILES, ROOT
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
 
 GENERATE = ROOT / "dashboards" / "generate.py"
 
@@ -40,7 +44,7 @@ def test_drift_is_reported_with_a_diff(tmp_path: Path) -> None:
     assert '+      "title": "Slab free",' in result.stdout
     assert "helios-gpu.json (generated)" in result.stdout  # a missing file is drift too
     assert "helios-restore.json" not in result.stdout
-    assert "python dashboards/generate.py" in result.stdout
+    assert "run `python dashboards/generate.py`" in result.stderr
 
 
 def test_generator_writes_every_dashboard(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ import pytest
 
 from tests.dashboards.promql import ROOT, Target, substitute, targets, variable_query_expr
 from tests.e2e.procs import Proc, Stack, free_port, http_ok, need, query, wait_for
+from tests.process_guard import process_fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -126,9 +127,9 @@ def empty_targets(live: Live, dashboard: dict[str, Any], values: dict[str, str],
 def build_fake_nvml(tmp: Path) -> tuple[Path | None, str]:
     """The fake libnvidia-ml.so.1 of tests/gpu, or None and why it could not be built."""
     try:
-        from tests.gpu.fake_nvml_lib import build, find_compiler, find_header
+        from tools.fake_nvml import build, find_compiler, find_header
     except ImportError as exc:
-        return None, f"tests/gpu/fake_nvml_lib.py is not importable: {exc}"
+        return None, f"tools/fake_nvml.py is not importable: {exc}"
     header, compiler = find_header(), find_compiler()
     if header is None or compiler is None:
         return None, f"the fake NVML needs nvml.h (found {header}) and a C compiler ({compiler})"
@@ -137,7 +138,7 @@ def build_fake_nvml(tmp: Path) -> tuple[Path | None, str]:
 
 def write_fake_gpus(config: Path, engine_url: str) -> None:
     """Two GPUs carrying the engine's rank UUIDs, GPU 0 power-capped near its limit."""
-    from tests.gpu.fake_nvml_lib import FakeConfig
+    from tools.fake_nvml import FakeConfig
 
     ranks = httpx.get(engine_url + "/debug/offload/snapshot", timeout=5.0).json()["ranks"]
     gpus: dict[int, dict[str, object]] = {
@@ -189,7 +190,7 @@ def two_cluster_prometheus(stack: Stack, a: str, b: str, rules: list[Path]) -> t
     return proc, url
 
 
-@pytest.fixture(scope="module")
+@process_fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     tmp = tmp_path_factory.mktemp("dashboards-live")
     stack = Stack(tmp)

@@ -160,6 +160,7 @@ def test_queries_use_only_defined_variables(dashboards: dict[str, Any], name: st
         assert not re.search(r'[^=!]=\s*"\$', expr), f"{where}: use =~ for a variable"
 
 
+@pytest.mark.e2e
 def test_promql_of_every_dashboard_parses(dashboards: dict[str, Any], tmp_path: Any) -> None:
     """promtool checks the syntax of each expression, variables substituted, as a recording rule."""
     promtool = shutil.which("promtool")

@@ -101,6 +101,7 @@ def test_a_port_something_listens_on_is_replaced() -> None:
         assert other != port and 0 < other < 65536
 
 
+@pytest.mark.e2e
 def test_ctrl_c_stops_everything_and_removes_the_folder(tmp_path: Path) -> None:
     run = DemoRun(tmp_path, "--scenario", "idle", "--no-prometheus",
                   "--engine-port", str(any_free_port()), "--port", str(any_free_port()))
@@ -120,6 +121,7 @@ def test_ctrl_c_stops_everything_and_removes_the_folder(tmp_path: Path) -> None:
             sock.bind(("127.0.0.1", port))
 
 
+@pytest.mark.e2e
 def test_keep_keeps_the_folder_and_says_where(tmp_path: Path) -> None:
     run = DemoRun(tmp_path, "--scenario", "idle", "--no-prometheus", "--duration", "1", "--keep",
                   "--engine-port", str(any_free_port()), "--port", str(any_free_port()))
@@ -132,6 +134,7 @@ def test_keep_keeps_the_folder_and_says_where(tmp_path: Path) -> None:
     assert (folder / "engine.log").exists() and (folder / "state").is_dir()
 
 
+@pytest.mark.e2e
 def test_a_child_that_fails_is_reported_at_once_and_its_logs_kept(tmp_path: Path) -> None:
     """A bad HELIOS_EXPORTER_* variable in the caller's environment stops the sidecar at start:
     the demo says so with the end of its log, without waiting for a timeout, and keeps the logs."""

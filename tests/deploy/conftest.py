@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
+from alerts.generate import load_config
 from tests.helpers import missing
+from tests.process_guard import process_fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -134,17 +136,17 @@ def env_name(flag: str) -> str:
     return ENV_PREFIX + flag.removeprefix("--").replace("-", "_").upper()
 
 
-@pytest.fixture(scope="session")
+@process_fixture(scope="session")
 def serve_flags() -> set[str]:
     return help_flags("serve")
 
 
-@pytest.fixture(scope="session")
+@process_fixture(scope="session")
 def simulate_flags() -> set[str]:
     return help_flags("simulate")
 
 
-@pytest.fixture(scope="session")
+@process_fixture(scope="session")
 def objects() -> list[dict[str, Any]]:
     """The example (deploy/kubernetes) as `kubectl kustomize` renders it."""
     return kustomize(KUBE)
@@ -161,7 +163,7 @@ def sidecar_environment(objects: list[dict[str, Any]], container: dict[str, Any]
     return env
 
 
-@pytest.fixture(scope="session")
+@process_fixture(scope="session")
 def promtool() -> str:
     path = shutil.which("promtool")
     if path is None:
@@ -171,9 +173,9 @@ def promtool() -> str:
 
 def alert_job() -> str:
     """The job the rules select, from alerts/config.yaml `selector: 'job="..."'`."""
-    config = yaml.safe_load((ROOT / "alerts" / "config.yaml").read_text(encoding="utf-8"))
-    match = re.search(r'\bjob="([^"]+)"', config["selector"])
-    assert match, config["selector"]
+    selector = load_config(ROOT / "alerts" / "config.yaml").selector
+    match = re.search(r'\bjob="([^"]+)"', selector)
+    assert match, selector
     return match.group(1)
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from .conftest import KUBE, ROOT, find, load_docs
@@ -36,6 +37,7 @@ def _rules_in_alerts() -> list[tuple[str, str, str]]:
     return rules
 
 
+@pytest.mark.e2e
 def test_committed_files_are_current() -> None:
     result = _run("--check")
     assert result.returncode == 0, f"run `python deploy/generate.py`:\n{result.stdout}{result.stderr}"
@@ -75,6 +77,7 @@ def _scratch_repo(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.e2e
 def test_check_fails_when_a_rule_is_added_without_regenerating(tmp_path: Path) -> None:
     root = _scratch_repo(tmp_path)
     assert _run("--check", "--root", str(root)).returncode == 0
@@ -92,6 +95,7 @@ def test_check_fails_when_a_rule_is_added_without_regenerating(tmp_path: Path) -
     assert "HeliosSomethingNew" in {r.get("alert") for g in rule["spec"]["groups"] for r in g["rules"]}
 
 
+@pytest.mark.e2e
 def test_check_fails_when_a_dashboard_is_added_without_regenerating(tmp_path: Path) -> None:
     root = _scratch_repo(tmp_path)
     (root / "dashboards" / "zz-new.json").write_text('{"title": "new"}\n', encoding="utf-8")
@@ -101,6 +105,7 @@ def test_check_fails_when_a_dashboard_is_added_without_regenerating(tmp_path: Pa
     assert cm["data"]["zz-new.json"] == '{"title": "new"}\n'
 
 
+@pytest.mark.e2e
 def test_duplicate_group_names_are_refused(tmp_path: Path) -> None:
     root = _scratch_repo(tmp_path)
     src = root / "alerts" / "helios-alerts.yaml"

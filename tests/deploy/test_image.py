@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.process_guard import process_fixture
 from tools.harness import free_port
 from tools.pki import CA, write_web_config
 
@@ -89,12 +90,14 @@ def _hadolint() -> str:
     return path
 
 
+@pytest.mark.e2e
 def test_hadolint_clean() -> None:
     result = subprocess.run([_hadolint(), str(DOCKERFILE)], capture_output=True, text=True,
                             timeout=60, check=False)
     assert result.returncode == 0 and not result.stdout.strip(), result.stdout + result.stderr
 
 
+@pytest.mark.e2e
 def test_hadolint_does_report(tmp_path: Path) -> None:
     """The linter is live: the usual mistakes are reported (so a clean run means something)."""
     bad = tmp_path / "Dockerfile"
@@ -268,7 +271,7 @@ class Installed:
         return self.venv / "bin" / "python"
 
 
-@pytest.fixture(scope="module")
+@process_fixture(scope="module")
 def installed(dockerfile: list[Instruction], context: set[str],
               tmp_path_factory: pytest.TempPathFactory) -> Installed:
     tmp = tmp_path_factory.mktemp("image")

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.process_guard import process_fixture
+
 from .conftest import INJECTION, alert_job, find, kustomize, load_docs, pod_target, podmonitor_targets
 from .sidecar_checks import (
     INJECT_LABEL,
@@ -41,7 +43,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-@pytest.fixture(scope="module")
+@process_fixture(scope="module")
 def rendered() -> list[dict[str, Any]]:
     return kustomize(INJECTION)
 
@@ -172,6 +174,7 @@ def test_state_claims(rendered: list[dict[str, Any]]) -> None:
     assert chat["spec"]["replicas"] == 1 and chat["spec"]["strategy"]["type"] == "Recreate"
 
 
+@pytest.mark.e2e
 def test_without_the_annotation_the_state_is_an_emptydir(tmp_path: Path) -> None:
     """The default the docs warn about: kept across sidecar restarts, lost with the pod."""
     source = copy.deepcopy(inputs()["qwen-tp2"])

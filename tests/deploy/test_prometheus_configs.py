@@ -146,6 +146,7 @@ def test_kubernetes_pod_discovery_relabeling(promtool: str, tmp_path: Path) -> N
     assert all("pod" not in lbl and lbl["namespace"] == "inference" for lbl in kept)
 
 
+@pytest.mark.e2e
 def test_amtool_check_config() -> None:
     config = DEPLOY / "alertmanager" / "alertmanager.yml"
     assert config.is_file(), "deploy/alertmanager/alertmanager.yml is missing"

@@ -17,6 +17,7 @@ import yaml
 
 from exporter import placeholders
 from exporter.web.webconfig import WebConfigError, load
+from tests.process_guard import process_fixture
 from tools.pki import CA
 
 from .conftest import KUBE, find, kustomize
@@ -27,7 +28,7 @@ NEW_KINDS = {("Secret", "helios-exporter-web"), ("Secret", "helios-exporter-scra
              ("Certificate", "helios-exporter-tls")}
 
 
-@pytest.fixture(scope="module")
+@process_fixture(scope="module")
 def rendered() -> list[dict[str, Any]]:
     return kustomize(TLS)
 

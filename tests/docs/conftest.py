@@ -11,14 +11,15 @@ from tests.deploy.conftest import KUBE
 from tests.docs.deployments import Deployment, compose, kubernetes, plain
 from tests.docs.runbook_check import Sample, SetUps, make_sample
 from tests.docs.runbook_shell import Shell
+from tests.process_guard import process_fixture
 
 
-@pytest.fixture(scope="session")
+@process_fixture(scope="session")
 def shell(tmp_path_factory: pytest.TempPathFactory) -> Shell:
     return Shell(tmp_path_factory.mktemp("shell"))
 
 
-@pytest.fixture(scope="session")
+@process_fixture(scope="session")
 def deployments(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Deployment]:
     promtool = shutil.which("promtool")
     if promtool is None:
@@ -29,11 +30,11 @@ def deployments(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Deploymen
             "compose": compose(), "plain": plain()}
 
 
-@pytest.fixture(scope="session")
+@process_fixture(scope="session")
 def sample(tmp_path_factory: pytest.TempPathFactory) -> Sample:
     return make_sample(tmp_path_factory.mktemp("status"))
 
 
-@pytest.fixture(scope="session")
+@process_fixture(scope="session")
 def setups(shell: Shell, deployments: dict[str, Deployment], sample: Sample) -> SetUps:
     return SetUps(shell, deployments, sample)

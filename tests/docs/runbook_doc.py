@@ -7,8 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
+from alerts.config import read_raw
 from tests.conftest import ROOT
 
 RUNBOOK_DIR = ROOT / "docs" / "runbooks"
@@ -132,7 +131,7 @@ def status_fields(prose: str, top_level: set[str]) -> set[str]:
     """`/status` fields the prose names in backticks as dotted paths (`restore.window.start`),
     recognised by their first key being a top-level key of `/status`; keys of
     alerts/config.yaml (`restore.outcome_notice`) are not fields."""
-    config = _config_keys(yaml.safe_load((ROOT / "alerts" / "config.yaml").read_text(encoding="utf-8")))
+    config = _config_keys(read_raw(ROOT / "alerts" / "config.yaml"))
     fields = set()
     for token in re.findall(r"`([^`\s]+)`", prose):
         parts = token.split(".")

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from tests.e2e.procs import ROOT, Proc, Stack, free_port, query, wait_for
-from tests.e2e.webhook import Delivery, Post, WebhookReceiver
+from tools.webhook import Delivery, Post, WebhookReceiver
 
 JOB = "helios-exporter"
 RULE_FILES = [ROOT / "alerts" / "helios-alerts.yaml", ROOT / "alerts" / "helios-recording.yaml"]

@@ -40,6 +40,7 @@ from tests.drill.harness import (
     parse_utc,
     utc,
 )
+from tests.process_guard import process_fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -564,7 +565,7 @@ class Running:
         self.futures[key].result(timeout=240)
 
 
-@pytest.fixture(scope="module")
+@process_fixture(scope="module")
 def drill(request: pytest.FixtureRequest,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     # Only the incidents whose tests were selected (-k) are played.

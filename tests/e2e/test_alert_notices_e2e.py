@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from tests.e2e.procs import ROOT, Stack
-from tests.e2e.webhook import WebhookReceiver
+from tests.process_guard import process_fixture
+from tools.webhook import WebhookReceiver
 
 pytestmark = pytest.mark.e2e
 
@@ -87,7 +88,7 @@ def window_closed_late(start: float, end: float) -> str:
             'helios_restore_check_ok{check="container"} 1\n')
 
 
-@pytest.fixture
+@process_fixture
 def chain(tmp_path: Any) -> Iterator[tuple[Exposition, WebhookReceiver]]:
     stack = Stack(tmp_path)
     with Exposition() as target, WebhookReceiver() as hook:

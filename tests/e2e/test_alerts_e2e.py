@@ -49,7 +49,8 @@ import httpx
 import pytest
 
 from tests.e2e.procs import ROOT, Proc, Stack, free_port, http_ok, query, wait_for
-from tests.e2e.webhook import Delivery, WebhookReceiver
+from tests.process_guard import process_fixture
+from tools.webhook import Delivery, WebhookReceiver
 
 pytestmark = pytest.mark.e2e
 
@@ -99,7 +100,7 @@ def status(url: str) -> dict[str, Any]:
     return data
 
 
-@pytest.fixture(scope="module")
+@process_fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     # A module-scoped twin of the `stack` fixture: both tests share these processes, and every
     # one of them is stopped in the finally below.

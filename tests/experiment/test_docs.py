@@ -7,6 +7,8 @@ import json
 import re
 import subprocess
 
+import pytest
+
 from tests.conftest import ROOT
 from tools.experiment_reports import COMPARE_ARGS, REPORTS
 from tools.harness import PYTHON
@@ -17,6 +19,7 @@ COMPARE = ["compare", "--baseline", f"{FIXTURES}/arms/baseline/evidence.json", "
            f"{FIXTURES}/arms/candidate/evidence.json", *COMPARE_ARGS]
 
 
+@pytest.mark.e2e
 def test_the_compare_output_in_the_doc_is_what_compare_prints() -> None:
     done = subprocess.run([PYTHON, "-m", "exporter", *COMPARE], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=False)

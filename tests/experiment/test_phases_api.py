@@ -243,6 +243,7 @@ def test_the_token_is_never_logged(env: PhaseEnv) -> None:
 
 
 # -- exported for Grafana ---------------------------------------------------------------------
+@pytest.mark.e2e
 def test_open_phases_are_exported_and_leave_when_ended(env: PhaseEnv) -> None:
     env.cycle()
     assert "helios_experiment_phase" not in env.metrics()

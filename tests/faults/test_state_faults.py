@@ -39,6 +39,8 @@ from tests.hostile.stub import (
 )
 from tools.harness import sample
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 
 def draining_case() -> Case:
     snap = sane_snapshot()

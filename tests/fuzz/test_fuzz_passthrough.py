@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -163,6 +164,7 @@ def test_histograms_are_re_exported_only_when_still_valid(
     check("\n".join(line for block in blocks for line in block), max_series)
 
 
+@pytest.mark.e2e
 @PROMTOOL_SAMPLE
 @given(exposition())
 def test_promtool_accepts_a_sample_of_pass_through_output(text: str) -> None:

@@ -9,6 +9,7 @@ import json
 import math
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -180,6 +181,7 @@ def test_miss_keys_fold_onto_the_closed_set_without_losing_counts(misses: dict[s
     assert sum(counts.values()) == sum(misses.values())
 
 
+@pytest.mark.e2e
 @PROMTOOL_SAMPLE
 @given(mutated_snapshot())
 def test_promtool_accepts_a_sample_of_rendered_snapshots(doc: dict[str, Any]) -> None:

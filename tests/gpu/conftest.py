@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from exporter.sources.nvml import NvmlSource
-from tests.gpu.fake_nvml_lib import FakeConfig, FakeLibs, build, find_compiler, find_header
 from tests.helpers import missing
+from tests.process_guard import process_fixture
+from tools.fake_nvml import FakeConfig, FakeLibs, build, find_compiler, find_header
 
 
-@pytest.fixture(scope="session")
+@process_fixture(scope="session")
 def fake_libs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeLibs]:
     header, compiler = find_header(), find_compiler()
     if header is None or compiler is None:

@@ -21,8 +21,8 @@ from exporter.sources.base import Result
 from exporter.sources.blocking import BoundedRunner
 from exporter.sources.gpu_report import GpuReport
 from exporter.sources.nvml import NvmlSource
-from tests.gpu.fake_nvml_lib import FakeConfig, FakeLibs, init_calls
 from tests.helpers import promtool_check_metrics
+from tools.fake_nvml import FakeConfig, FakeLibs, init_calls
 
 MakeSource = Callable[..., NvmlSource]
 GIB = 1024**3

@@ -18,12 +18,13 @@ from exporter.labels import ErrorReason
 from exporter.sources.base import Result
 from exporter.sources.host import HostReport, HostSource
 from tests.helpers import promtool_check_metrics
+from tests.process_guard import process_fixture
 
 # A distinctive argv[0] so that the name lookup cannot pick up an unrelated process.
 ENGINE_NAME = f"helios-fake-engine-{os.getpid()}"
 
 
-@pytest.fixture
+@process_fixture
 def child(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     # exec -a gives the child a unique argv[0] (cmdline[0]); its name stays "python..."
     proc = subprocess.Popen(
@@ -98,6 +99,7 @@ def test_engine_by_name_then_killed(child: subprocess.Popen[bytes]) -> None:
     assert render(result).get_sample_value("helios_engine_process_up") == 0.0
 
 
+@pytest.mark.e2e
 def test_engine_by_process_name_comm() -> None:
     """Match on the process name (comm, set with prctl) rather than argv[0]."""
     comm = f"hx{os.getpid() % 10**9}"[:15]
@@ -114,6 +116,7 @@ def test_engine_by_process_name_comm() -> None:
         proc.wait(timeout=10)
 
 
+@pytest.mark.e2e
 def test_restarted_engine_gets_a_new_start_time(tmp_path: Path) -> None:
     pid_file = tmp_path / "engine.pid"
     source = HostSource(pid_file, None)

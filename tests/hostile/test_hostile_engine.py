@@ -35,6 +35,7 @@ from tests.e2e.procs import Proc, free_port, http_ok, wait_for
 from tests.helpers import promtool_check_metrics
 from tests.hostile.cases import CASES, MARK
 from tests.hostile.stub import SANE, SANE_GENERATION, Case, HostileEngine, running_engine
+from tests.process_guard import process_fixture
 from tools.harness import families, sample
 
 POLL_INTERVAL = 0.2
@@ -106,7 +107,7 @@ def engine() -> Iterator[HostileEngine]:
         yield eng
 
 
-@pytest.fixture(scope="module")
+@process_fixture(scope="module")
 def sidecar(engine: HostileEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sidecar]:
     tmp = tmp_path_factory.mktemp("hostile")
     port = free_port()

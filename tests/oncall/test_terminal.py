@@ -105,6 +105,7 @@ def test_bad_flag_combinations_exit_2(capsys: pytest.CaptureFixture[str], tmp_pa
     assert "cannot use --ca-file" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_unreachable_is_one_line_and_exit_1() -> None:
     port = free_port()
     proc = subprocess.run([sys.executable, "-m", "exporter", "status", "--sidecar",

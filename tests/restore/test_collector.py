@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
 from restore_helpers import event, fail, final, poll, restart
@@ -258,6 +259,7 @@ def test_inflight_survives_a_restart_mid_window_before_the_engine_answers() -> N
     assert reg.get_sample_value("helios_engine_up") == 0
 
 
+@pytest.mark.e2e
 def test_promtool_accepts_every_restore_series() -> None:
     from tests.helpers import promtool_check_metrics
 

@@ -74,6 +74,7 @@ def test_stray_tmp_file_from_a_crash_is_ignored(tmp_path: Path) -> None:
     assert s.load() == restarted(closed_window_state())
 
 
+@pytest.mark.e2e
 def test_killed_between_fsync_and_rename_keeps_the_old_state(tmp_path: Path) -> None:
     """A real process dies (os._exit) at the rename: the old file is intact, the new one whole."""
     s = StateStore(tmp_path)

@@ -97,6 +97,7 @@ def test_parse_listen() -> None:
     assert cli.parse_listen("[::1]:9") == ("::1", 9)
 
 
+@pytest.mark.e2e
 def test_python_m_simulator_serves_and_stops_on_sigterm() -> None:
     port = free_port()
     with subprocess.Popen(

@@ -107,6 +107,7 @@ def test_unknown_corpus_is_rejected() -> None:
         lane("small-12").prompt(12)
 
 
+@pytest.mark.e2e
 def test_write_corpus_from_the_command_line() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "simulator", "corpus", "small-12"],

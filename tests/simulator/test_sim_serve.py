@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.simulator.test_sim_cli import free_port
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -270,6 +270,7 @@ def test_go_durations() -> None:
         assert parse_duration(bad) is None
 
 
+@pytest.mark.e2e
 def test_serve_reports_web_config_errors_with_the_others(tmp_path: Path) -> None:
     """Through the command line's own loader: all errors at once, exit 2 (like every flag)."""
     path = tmp_path / "web.yml"

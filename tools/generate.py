@@ -1,0 +1,225 @@
+"""Every generated file of the repository, from one list: `scripts/generate` writes them in order,
+`scripts/generate --check` exits 1 with a diff when a committed one drifted (scripts/test runs
+it, so nothing generated can drift).
+
+    scripts/generate                  # write every derived file and the goldens
+    scripts/generate --check          # check them; say which recordings it did not check
+    scripts/generate --recorded       # also rerun the recordings (processes, Chromium: minutes)
+    scripts/generate NAME ...         # only these (scripts/generate --list names them)
+
+Two kinds of generator:
+
+- *derived*: a pure function of committed sources (alerts/config.yaml, the dashboard builders,
+  the option table, stored benchmark results) returning {path: text}. Checked byte for byte.
+- *command*: a program that writes its files itself. The goldens are pytest's `--update-golden`
+  (checked by the same tests without it); a *recording* (the experiment reports, the status-page
+  pictures) runs real processes and is not byte-stable, so `--check` names it as not checked.
+
+A new generator is one entry in GENERATORS, in the order that its inputs are written: a derived
+one is a function of the repository root. Each also runs alone (its `command`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tools.generated import splice, sync
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+REGENERATE = "scripts/generate"
+
+
+@dataclass(frozen=True)
+class Derived:
+    name: str
+    command: str  # how to run it alone
+    files: Callable[[Path], Mapping[str, str]]  # repository root -> {relative path: text}
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    command: str
+    write: Sequence[str]  # argv that writes the files (run in the repository root)
+    check: Sequence[str] | None  # argv that exits 0 when they are current; None: not checkable
+    writes: tuple[str, ...]  # what it writes (glob patterns under the repository root)
+
+
+Generator = Derived | Command
+
+
+# -- the derived generators -------------------------------------------------------------------
+def _alerts(root: Path) -> dict[str, str]:
+    from alerts import generate
+
+    config = generate.load_config(root / "alerts" / "config.yaml")
+    return {str(path): text for path, text in generate.outputs(config, root).items()}
+
+
+def _dashboards(root: Path) -> dict[str, str]:
+    from dashboards import generate
+
+    rendered = generate.generate(root / "alerts" / "config.yaml")
+    return {f"dashboards/{name}": text for name, text in rendered.items()}
+
+
+def _deploy(root: Path) -> dict[str, str]:
+    from deploy import generate
+
+    return generate.outputs(root)
+
+
+def _options(root: Path) -> dict[str, str]:
+    from exporter.config import markdown_table
+
+    page = root / "README.md"
+    return {"README.md": splice(page.read_text(encoding="utf-8"), "options", markdown_table(),
+                                "README.md")}
+
+
+def _snapshot_schema(root: Path) -> dict[str, str]:
+    schema = (root / "exporter" / "schema" / "snapshot-v1.schema.json").read_text(encoding="utf-8")
+    page = root / "docs" / "snapshot.md"
+    return {"docs/snapshot.md": splice(page.read_text(encoding="utf-8"), "schema",
+                                       f"```json\n{schema}```", "docs/snapshot.md")}
+
+
+def _bench_module(name: str) -> ModuleType:
+    """A bench/ script as a module (bench/ is a folder of scripts, not a package)."""
+    bench = str(ROOT / "bench")
+    sys.path.insert(0, bench)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(bench)
+
+
+def _benchmarks(root: Path) -> dict[str, str]:
+    results = json.loads((root / "bench" / "results" / "latest.json").read_text(encoding="utf-8"))
+    return {"docs/benchmarks.md": _bench_module("report").render(results)}
+
+
+def _scale(root: Path) -> dict[str, str]:
+    report_scale = _bench_module("report_scale")
+    data = json.loads((root / "bench" / "results" / "scale.json").read_text(encoding="utf-8"))
+    page = (root / "docs" / "scale.md").read_text(encoding="utf-8")
+    return {"docs/scale.md": report_scale.splice_docs(page, data)}
+
+
+# The test files whose expected output lives under tests/golden/ (the `update_golden` fixture);
+# tests/test_generate.py fails when a test file uses the fixture and is not listed here.
+GOLDEN_TESTS = (
+    "tests/test_golden.py",
+    "tests/test_full_exposition.py",
+    "tests/alerts/test_alertmanager_templates.py",
+)
+_PYTEST = (PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *GOLDEN_TESTS)
+
+GENERATORS: tuple[Generator, ...] = (
+    Derived("alerts", "python alerts/generate.py", _alerts),
+    Derived("dashboards", "python dashboards/generate.py", _dashboards),
+    Derived("deploy", "python deploy/generate.py", _deploy),  # reads alerts/ and dashboards/
+    Derived("options", "python -m exporter.config --markdown", _options),
+    Derived("snapshot-schema", "scripts/generate snapshot-schema", _snapshot_schema),
+    Derived("benchmarks", "python bench/report.py bench/results/latest.json", _benchmarks),
+    Derived("scale", "python bench/report_scale.py --docs docs/scale.md", _scale),
+    Command("goldens", "pytest --update-golden " + " ".join(GOLDEN_TESTS),
+            (*_PYTEST, "--update-golden"), _PYTEST, ("tests/golden/**",)),
+    Command("experiment-reports", "python -m tools.experiment_reports",
+            (PYTHON, "-m", "tools.experiment_reports"), None,
+            ("docs/experiments.md", "docs/experiments/arms/**", "docs/experiments/probe/**",
+             "tests/fixtures/experiments/arms/**", "tests/fixtures/experiments/probe/**")),
+    Command("observer-cost-report", "python -m tools.observer_cost_report",
+            (PYTHON, "-m", "tools.observer_cost_report"), None,
+            ("docs/experiments.md", "docs/experiments/observer-cost/**",
+             "tests/fixtures/experiments/observer-cost/**")),
+    Command("status-page", "python -m tools.status_page docs/status-page",
+            (PYTHON, "-m", "tools.status_page", "docs/status-page"), None,
+            ("docs/status-page/*.png",)),
+)
+
+
+def recorded(gen: Generator) -> bool:
+    """Runs real processes and is not byte-stable: rerun on request only."""
+    return isinstance(gen, Command) and gen.check is None
+
+
+# -- running them -----------------------------------------------------------------------------
+def run(gen: Generator, root: Path, check: bool) -> int | None:
+    """0 current (or written), 1 drifted (diff on stdout), 2 failed; None: not checkable."""
+    if isinstance(gen, Derived):
+        try:
+            files = gen.files(root)
+        except Exception as exc:  # a generator's own error (a bad config): reported, not raised
+            print(f"{gen.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
+        return sync(files, root, check)
+    argv = gen.check if check else gen.write
+    if argv is None:
+        return None
+    done = subprocess.run(list(argv), cwd=root, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.stdout.write(done.stdout[-20_000:])
+        sys.stdout.flush()
+        sys.stderr.write(done.stderr[-5_000:])
+        return 1 if check else 2
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("names", nargs="*", metavar="NAME", help="only these generators")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 with a diff when a committed file drifted")
+    parser.add_argument("--recorded", action="store_true",
+                        help="also rerun the recordings (real processes; minutes)")
+    parser.add_argument("--list", action="store_true", help="name every generator, in order")
+    parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.list:
+        for gen in GENERATORS:
+            kind = "recording" if recorded(gen) else type(gen).__name__.lower()
+            print(f"{gen.name:20} {kind:10} {gen.command}")
+        return 0
+    known = {gen.name for gen in GENERATORS}
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        parser.error(f"unknown generator(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    chosen = [g for g in GENERATORS if g.name in args.names or (
+        not args.names and (args.recorded or not recorded(g)))]
+    worst, skipped = 0, [g for g in GENERATORS if g not in chosen and recorded(g)]
+    for gen in chosen:
+        started = time.monotonic()
+        status = run(gen, args.root, args.check)
+        took = time.monotonic() - started
+        if status is None:
+            skipped.append(gen)
+            continue
+        said = {0: "current" if args.check else "done", 1: "DRIFTED", 2: "FAILED"}[status]
+        print(f"{gen.name}: {said} ({took:.1f} s)", file=sys.stderr)
+        worst = max(worst, status)
+    if skipped:
+        print(("not checked" if args.check else "not rerun") + " (recorded from running "
+              "processes; `scripts/generate NAME` reruns one, then review the diff): "
+              + ", ".join(g.name for g in skipped), file=sys.stderr)
+    if worst == 1:
+        print(f"generated files drifted: run `{REGENERATE}` and commit the result",
+              file=sys.stderr)
+    return worst
+
+
+if __name__ == "__main__":
+    sys.exit(main())
