@@ -88,8 +88,9 @@ def test_check_reports_drift_and_a_plain_run_repairs_it(tmp_path: Path,
 
 def test_recordings_are_named_as_not_checked(capsys: pytest.CaptureFixture[str]) -> None:
     assert generate.main(["--check", "snapshot-schema"]) == 0
-    assert "experiment-reports, status-page" in capsys.readouterr().err
-    assert all(generate.recorded(g) == (g.name in ("experiment-reports", "status-page"))
+    assert "experiment-reports, observer-cost-report, status-page" in capsys.readouterr().err
+    recordings = ("experiment-reports", "observer-cost-report", "status-page")
+    assert all(generate.recorded(g) == (g.name in recordings)
                for g in generate.GENERATORS)
 
 

@@ -116,6 +116,7 @@ def test_a_semantic_verdict_must_judge_these_files(tmp_path: Path,
     assert exit_info.value.code == 1 and gate(out, "semantic").startswith("FAILS: ")
 
 
+@pytest.mark.e2e  # runs the semantic command
 @pytest.mark.parametrize(("exit_code", "status"), [(0, "holds"), (1, "FAILS"),
                                                    (3, "not evaluated")])
 def test_a_semantic_command_decides_by_its_exit_code(

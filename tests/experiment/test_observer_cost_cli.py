@@ -10,6 +10,8 @@ import pytest
 
 from tools.harness import PYTHON, ROOT
 
+pytestmark = pytest.mark.e2e  # each test runs the command as a process
+
 
 def run(tmp_path: Path, bodies: list[dict[str, object]], *extra: str,
         ) -> subprocess.CompletedProcess[str]:

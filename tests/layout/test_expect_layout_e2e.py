@@ -23,7 +23,7 @@ import yaml
 
 from tests.conftest import FIXTURES
 from tests.e2e.procs import ROOT, Stack, free_port, query, wait_for
-from tests.e2e.webhook import WebhookReceiver
+from tools.webhook import WebhookReceiver
 
 pytestmark = pytest.mark.e2e
 
