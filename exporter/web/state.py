@@ -49,7 +49,7 @@ class WebConfigState:
         self.path = path
         self._clock, self._wall, self._recheck = clock, wall, recheck
         self._config, self._tls = webconfig.load(path)
-        _warn(path, self._tls)
+        _warn(path, self._config, self._tls)
         self.tls_enabled = self._config.tls is not None
         self._signature = signature(self._config.files())
         self._failed: Signature | None = None
@@ -89,7 +89,7 @@ class WebConfigState:
                       keeping="the last configuration that loaded")
             return
         self._config, self._tls = config, tls
-        _warn(self.path, tls)
+        _warn(self.path, config, tls)
         self._signature = signature(config.files())
         self._failed = None
         self.last_reload_ok = True
@@ -99,6 +99,6 @@ class WebConfigState:
                  basic_auth_users=len(config.users))
 
 
-def _warn(path: Path, tls: TlsSettings | None) -> None:
-    for warning in tls.warnings if tls is not None else ():
+def _warn(path: Path, config: WebConfig, tls: TlsSettings | None) -> None:
+    for warning in (*config.warnings, *(tls.warnings if tls is not None else ())):
         log.warning("web_config_warning", file=str(path), warning=warning)

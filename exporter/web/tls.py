@@ -50,6 +50,10 @@ CLIENT_AUTH: Mapping[str, ssl.VerifyMode] = {
     "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
 }
 UNSUPPORTED_CLIENT_AUTH = ("RequestClientCert", "RequireAnyClientCert", "RequireClientCert")
+# exporter-toolkit's curve names -> OpenSSL's. Python's ssl module sets one curve
+# (`set_ecdh_curve`), so of a list only the first is offered.
+CURVES: Mapping[str, str] = {"CurveP256": "prime256v1", "CurveP384": "secp384r1",
+                             "CurveP521": "secp521r1", "X25519": "X25519"}
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,9 @@ class TlsConfig:
     max_version: str = "TLS13"
     cipher_suites: tuple[str, ...] = ()
     prefer_server_cipher_suites: bool = True
+    curve: str | None = None  # OpenSSL's name of the one curve offered; None: OpenSSL's defaults
+    # VerifyClientCertIfGiven without a client CA: verified against the system's roots, as Go does.
+    system_roots: bool = False
 
     def files(self) -> tuple[Path, ...]:
         """The files it reads: a change to any of them is a change of configuration."""
@@ -121,14 +128,21 @@ def build(tls: TlsConfig) -> TlsSettings:
             ctx.load_verify_locations(cadata=ca.decode("ascii", errors="replace"))
         except (ssl.SSLError, OSError, ValueError) as exc:
             raise TlsError([f"{ca_where}: OpenSSL cannot load it: {_why(exc)}"]) from exc
+    elif tls.system_roots:
+        ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    if tls.curve is not None:
+        ctx.set_ecdh_curve(tls.curve)
     openssl = [name for s in tls.cipher_suites if (name := CIPHER_SUITES[s])]
     if openssl:
         try:
             ctx.set_ciphers(":".join(openssl))
         except ssl.SSLError as exc:
             raise TlsError([f"tls_server_config.cipher_suites: {_why(exc)}"]) from exc
+    # Python's server contexts prefer the server's order from the start: clear it for false.
     if tls.prefer_server_cipher_suites:
         ctx.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
+    else:
+        ctx.options &= ~ssl.OP_CIPHER_SERVER_PREFERENCE
     sans = None if tls.client_allowed_sans is None else frozenset(
         _normal_san(s) for s in tls.client_allowed_sans)
     return TlsSettings(ctx, sans, tuple(warnings))
