@@ -52,6 +52,20 @@ AUTH_FORGET_AFTER: Final = 600.0  # seconds without a failure after which a clie
 AUTH_PENALTY_CACHE_CHECK_INTERVAL: Final = 1.0
 AUTH_PENALTY_CACHE_CHECK_BURST: Final = 3
 WEB_CONFIG_RECHECK: Final = 1.0  # seconds between checks of --web-config-file and its files
+# Basic auth's bcrypt checks (exporter/web/basic_auth.py): at most AUTH_CHECK_WORKERS at once,
+# one per client, one of them kept for clients without failed credentials on record, and at
+# most AUTH_CHECK_QUEUE more waiting for a turn. A request is answered (401, or 429 while its
+# check is not done) within AUTH_ANSWER_WITHIN seconds of its arrival: inside the 10 s scrape
+# timeout of deploy/prometheus, with room for the TLS handshake and the answer. An unknown user
+# is checked against a dummy hash of the median configured cost, at most AUTH_DUMMY_MAX_COST
+# (about 0.3 s on one core of 2026).
+AUTH_CHECK_WORKERS: Final = 2
+AUTH_CHECK_QUEUE: Final = 32
+AUTH_ANSWER_WITHIN: Final = 8.0
+AUTH_DUMMY_MAX_COST: Final = 12
+# Loading the web configuration tries each new hash against the deployment example's password
+# for at most this long (the hashes predicted to fit); the rest are tried in the background.
+AUTH_LOAD_TRIAL_BUDGET: Final = 0.5
 
 LOG_FORMAT: Final = "auto"
 LOG_LEVEL: Final = "info"

@@ -40,7 +40,8 @@ COLLECTORS: Final = ("offload", "pins", "passthrough", "restore", "exporter", "h
 # `helios_exporter_http_auth_failures_total{path,reason}`: the paths that check credentials (basic
 # auth guards every path but the probes and the bearer-token APIs: the others count as `other`).
 AUTH_PATHS: Final = ("/", "/metrics", "/status", "/restore/events", "/experiment/phases", "other")
-AUTH_FAILURE_REASONS: Final = ("missing", "wrong", "throttled")
+# pending: answered 429 while the request's bcrypt check had not finished (exporter/web/basic_auth.py).
+AUTH_FAILURE_REASONS: Final = ("missing", "wrong", "throttled", "pending")
 # `helios_exporter_http_connections_closed_total{reason}`: connections the sidecar closed itself.
 CONNECTION_CLOSE_REASONS: Final = ("slow_request", "slow_reader", "idle", "evicted",
                                    "head_too_large")

@@ -62,8 +62,9 @@ class HttpCollector:
         yield closed
         failures = counter("helios_exporter_http_auth_failures_total",
                            "Requests refused for their credentials (basic auth or bearer token), "
-                           "by path and reason: missing, wrong, or throttled (the client failed "
-                           "too often and must wait).", ["path", "reason"])
+                           "by path and reason: missing, wrong, throttled (the client failed "
+                           "too often and must wait), or pending (answered 429 while the "
+                           "basic-auth check was not done).", ["path", "reason"])
         for (path, reason), value in sorted(self._failures.counts.items()):
             failures.add_metric([path, reason], value)
         yield failures

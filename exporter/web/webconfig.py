@@ -26,26 +26,24 @@ Where the sidecar deliberately does otherwise (docs/interface.md lists each case
 it refuses with an error that says so, or loads with a warning (`WebConfig.warnings`, logged as
 `web_config_warning`); it never silently ignores a field.
 
-Every hash is tried once when the file loads (bcrypt of the deployment example's placeholder
-password, exporter/placeholders.py), so that a hash bcrypt cannot check is an error here and not
-a 401 on every login, and a user still holding the example's hash is refused. `$2x$` hashes (from
-crypt_blowfish's pre-2011 bug for 8-bit passwords) and `$2$` are refused: python-bcrypt cannot
-check `$2$`, and no current tool makes either.
+A hash bcrypt cannot check is an error at load, not a 401 on every login (exporter/web/hashes.py
+tells in a millisecond, whatever the cost); `$2x$` hashes (from crypt_blowfish's pre-2011 bug for
+8-bit passwords) and `$2$` are refused too: python-bcrypt cannot check `$2$`, and no current tool
+makes either. A user still holding the deployment example's hash is refused: at load when the
+hash's trial fits the load's budget, otherwise once its trial in the background finishes (and
+at once at login: the example's password is refused, exporter/web/basic_auth.py).
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import bcrypt
-
-from exporter import placeholders
-from exporter.web import goyaml
+from exporter.defaults import AUTH_LOAD_TRIAL_BUDGET
+from exporter.web import goyaml, hashes
 from exporter.web import tls as tlsmod
 from exporter.web.goyaml import (
     BOOLEAN,
@@ -58,6 +56,7 @@ from exporter.web.goyaml import (
     Struct,
     Zero,
 )
+from exporter.web.hashes import TRIALS, Trials
 from exporter.web.tls import TlsConfig
 
 # exporter-toolkit's extraHTTPHeaders: the headers that may be set, and their allowed values.
@@ -148,14 +147,17 @@ def tls_config(path: Path) -> TlsConfig | None:
     return tls
 
 
-def load(path: Path) -> tuple[WebConfig, tlsmod.TlsSettings | None]:
+def load(path: Path, *, trials: Trials = TRIALS, trial_budget: float = AUTH_LOAD_TRIAL_BUDGET,
+         ) -> tuple[WebConfig, tlsmod.TlsSettings | None]:
     """The configuration and, with TLS, what a connection is upgraded with; `WebConfigError`
-    lists every problem."""
+    lists every problem. New hashes are tried against the deployment example's password for at
+    most `trial_budget` seconds (exporter/web/hashes.py); those left untried are the caller's to
+    try in the background (`trials.in_background`)."""
     decoded = _read(path)
     errors, warnings = list(decoded.errors), list[str]()
     raw = decoded.value
     tls = _tls(_section(raw, "tls_server_config"), path.parent, errors, warnings, decoded.failed)
-    users = _users(raw.get("basic_auth_users") or {}, errors)
+    users = _users(raw.get("basic_auth_users") or {}, errors, trials, trial_budget)
     headers = _headers(_section(raw, "http_server_config"), errors)
     rate = _rate_limit(_section(raw, "rate_limit"), warnings)
     settings = None
@@ -253,7 +255,8 @@ def _tls(raw: Section, base: Path, errors: list[str], warnings: list[str],
         curve=tlsmod.CURVES.get(curves[0]) if curves else None, system_roots=system_roots)
 
 
-def _users(raw: Mapping[str, str], errors: list[str]) -> dict[str, bytes]:
+def _users(raw: Mapping[str, str], errors: list[str], trials: Trials,
+           budget: float) -> dict[str, bytes]:
     users = {}
     for user, hashed in raw.items():
         if ":" in user:
@@ -264,33 +267,24 @@ def _users(raw: Mapping[str, str], errors: list[str]) -> dict[str, bytes]:
         if not _BCRYPT.match(hashed):
             errors.append(f"basic_auth_users.{user}: not a bcrypt hash bcrypt can check "
                           f"({_MAKE_ONE})")
-            continue
-        verdict = _trial(hashed.encode())
-        if verdict is None:
+        elif not hashes.readable(hashed.encode()):
             errors.append(f"basic_auth_users.{user}: bcrypt cannot check this hash ({_MAKE_ONE})")
-        elif verdict:
-            errors.append(f"basic_auth_users.{user}: the hash of the deployment example's "
-                          "placeholder password (deploy/kubernetes-tls), which anyone can read: "
-                          f"choose a password, put it in the scrape Secret and its hash here "
-                          f"({_MAKE_ONE})")
         else:
             users[user] = hashed.encode()
+    trials.try_now(users.values(), budget)
+    for user, hashed_ in list(users.items()):
+        trial = trials.verdict(hashed_)
+        if trial is not None and trial.placeholder:
+            errors.append(f"basic_auth_users.{user}: {PLACEHOLDER_HASH} ({_MAKE_ONE})")
+            del users[user]
     return users
 
 
+PLACEHOLDER_HASH = "the hash of the deployment example's placeholder password " \
+    "(deploy/kubernetes-tls), which anyone can read: choose a password, put it in the scrape " \
+    "Secret and its hash here"
 _MAKE_ONE = "$2y$, $2b$ or $2a$, a cost and 53 characters, e.g. from " \
     "`htpasswd -nBC 10 \"\" | tr -d ':\\n'`"
-
-
-@functools.lru_cache(maxsize=256)
-def _trial(hashed: bytes) -> bool | None:
-    """True when `hashed` verifies the deployment example's password, False when it does not,
-    None when bcrypt cannot check it. One bcrypt per hash, remembered: a reload of an unchanged
-    file costs none."""
-    try:
-        return bcrypt.checkpw(placeholders.SCRAPE_PASSWORD.encode(), hashed)
-    except ValueError:
-        return None
 
 
 def _headers(raw: Section, errors: list[str]) -> tuple[tuple[str, str], ...]:

@@ -6,6 +6,7 @@ import argparse
 import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import bcrypt
@@ -17,6 +18,7 @@ from structlog.testing import capture_logs
 
 from exporter import config as cfg
 from exporter import placeholders
+from exporter.web.hashes import Trials
 from exporter.web.state import WebConfigState
 from exporter.web.webconfig import WebConfigError, load, parse_duration
 from tools.pki import CA, bcrypt_hash, write_web_config
@@ -324,3 +326,32 @@ def test_turning_tls_on_needs_a_restart(tmp_path: Path, ca: CA) -> None:
     write_web_config(path, server=ca.issue("later", server=True), users={"alice": "one"})
     now[0] = 2.0
     assert state.tls() is None and not state.last_reload_ok
+
+
+def test_a_slow_hash_loads_at_once_and_is_tried_in_the_background(tmp_path: Path) -> None:
+    """A cost-18 hash (about 15 s a check here) is not tried at load (well over the budget); the
+    load takes no check of it. A reload's new hashes are tried in the background only: one of
+    the example's password is refused when its trial ends, and said so."""
+    slow = "$2y$18$Oba1QfI15NPs6SFGFadnBe228HjLNxmK7MWm8k5zpcwARlb71HNLi"
+    path = tmp_path / "web.yml"
+    path.write_text(f"basic_auth_users:\n  bob: {slow}\n")
+    trials = Trials()
+    t0 = time.monotonic()
+    config, _ = load(path, trials=trials)
+    assert time.monotonic() - t0 < 1.0  # the promise: no check of it delays the start
+    assert set(config.users) == {"bob"} and trials.verdict(slow.encode()) is None
+
+    now = [0.0]
+    write_web_config(path, users={"alice": "own-Pa55"})
+    state = WebConfigState(path, clock=lambda: now[0], trials=trials)
+    assert set(state.users) == {"alice"}
+    write_web_config(path, users={"alice": "own-Pa55",
+                                  "prometheus": placeholders.SCRAPE_PASSWORD})
+    now[0] = 2.0
+    with capture_logs() as logs:
+        assert set(state.config.users) == {"alice", "prometheus"}  # loaded, not tried yet
+        assert trials.wait(30)
+    assert set(state.users) == {"alice"}  # refused once its trial ended
+    refused = [e for e in logs if e["event"] == "web_config_user_refused"]
+    assert [e["user"] for e in refused] == ["prometheus"]
+    assert "placeholder password" in refused[0]["reason"]
