@@ -59,6 +59,9 @@ class Settings:
     page_headroom_ratio: float  # page slab free ratio that counts as headroom
     power_limit_ratio: float  # HeliosGpuPowerAtLimit threshold
     cluster_label: str = DEFAULT_CLUSTER_LABEL  # the label that names a cluster in a global view
+    # HeliosExporterCertificateExpiring / ...ExpiryImminent fire this long before expiry
+    certificate_ticket_s: float = 14 * 86400.0
+    certificate_page_s: float = 3 * 86400.0
 
     @classmethod
     def load(cls, path: Path = ALERTS_CONFIG) -> Settings:
@@ -70,6 +73,9 @@ class Settings:
                 page_headroom_ratio=float(config["offload"]["page_headroom_ratio"]),
                 power_limit_ratio=float(config["gpu"]["power_limit_ratio"]),
                 cluster_label=str(config.get("cluster_label") or DEFAULT_CLUSTER_LABEL),
+                certificate_ticket_s=duration_seconds(
+                    str(config["exporter"]["certificate_expiry_ticket"])),
+                certificate_page_s=duration_seconds(str(config["exporter"]["certificate_expiry_page"])),
             )
         except (KeyError, TypeError) as exc:
             raise SystemExit(f"{path}: missing setting {exc}") from None

@@ -76,3 +76,8 @@ STATUS_TIMEOUT: Final = 5.0
 # The status page calls an unplanned restart recent (a summary line, the runbook) this long:
 # as long as HeliosEngineRestartedOutsideWindow fires (alerts/config.yaml engine.restart_window).
 RESTART_RECENT: Final = 3600.0
+# The status page warns of the certificate in force (or the client CA) this long before it
+# expires, and calls it failed this long before: as HeliosExporterCertificateExpiring and
+# HeliosExporterCertificateExpiryImminent fire (alerts/config.yaml exporter.certificate_*).
+CERT_EXPIRY_TICKET: Final = 14 * 86400.0
+CERT_EXPIRY_PAGE: Final = 3 * 86400.0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -90,6 +91,22 @@ class WebConfigState:
                             "check finishes and is cached: lower the cost (10 to 12 is usual)")
         self._trials.in_background(
             [h for h in config.users.values() if self._trials.verdict(h) is None], done)
+
+    def status(self) -> dict[str, Any]:
+        """The configuration in force, for `/status` (`web`)."""
+        tls = self.tls()
+        config = self._config
+        return {
+            "file": str(self.path),
+            "tls": self.tls_enabled,
+            "certificates": [{"certificate": e.certificate, "not_after": e.not_after,
+                              "subject": e.subject, "where": e.where}
+                             for e in (tls.expiry if tls is not None else ())],
+            "basic_auth_users": len(config.users),
+            "refused_users": sorted(set(config.users) - set(self.users)),
+            "last_reload_ok": self.last_reload_ok,
+            "last_reload_success": self.last_success,
+        }
 
     def tls(self) -> TlsSettings | None:
         """What the next connection is upgraded with (None: plain HTTP)."""
