@@ -79,8 +79,9 @@ def _certificate_alerts(c: Config, q: Q, t: T) -> list[Alert]:
                     f"{c.certificate_page}, or has expired",
             description=(
                 f"The {what} of the web configuration in force on the sidecar {t.target} "
-                "{{ if lt $value 0.0 }}expired at " + expires + " (as last seen){{ else }}expires at " + expires + " (in {{ $value | "
-                "humanizeDuration }}){{ end }}. " + consequence
+                "{{ if lt $value 0.0 }}expired at " + expires + " (as last seen){{ else }}"
+                "expires at " + expires + " (in {{ $value | humanizeDuration }}){{ end }}. "
+                + consequence
             ),
             meaning=(
                 "`helios_exporter_tls_certificate_expiry_timestamp_seconds{certificate}` (its last "

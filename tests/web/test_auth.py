@@ -329,3 +329,26 @@ def test_a_check_not_done_in_time_is_answered_429_and_counted_pending(tmp_path: 
     assert second.status_code == 200
     assert env.failures("/metrics", "pending") == 1
     assert env.failures("/metrics", "wrong") == 0
+
+
+def test_exporter_toolkits_zero_burst_and_a_numeric_header(tmp_path: Path) -> None:
+    """`X-XSS-Protection: 1` (a YAML number) is sent as "1"; an interval with `burst: 0` lets no
+    request through, as exporter-toolkit's limiter, but the probes; `interval: 0` is no limit."""
+    for name in ("closed", "open"):
+        (tmp_path / name).mkdir()
+    closed = Sidecar(tmp_path / "closed", extra=(
+        "http_server_config:\n  headers:\n    X-XSS-Protection: 1\n"
+        "rate_limit:\n  interval: 1s\n  burst: 0\n"))
+
+    async def go(c: httpx.AsyncClient) -> list[httpx.Response]:
+        return [await c.get("/status"), await c.get("/status"), await c.get("/healthz")]
+
+    first, second, health = closed.run(go)
+    assert first.status_code == second.status_code == 429
+    assert health.status_code == 200 and health.headers["x-xss-protection"] == "1"
+    open_ = Sidecar(tmp_path / "open", extra="rate_limit:\n  interval: 0\n  burst: 0\n")
+
+    async def many(c: httpx.AsyncClient) -> list[int]:
+        return [(await c.get("/status")).status_code for _ in range(30)]
+
+    assert open_.run(many) == [200] * 30
