@@ -54,6 +54,8 @@ class Config:
     power_limit_ratio: float
     power_avg_window: Duration
     restart_window: Duration
+    certificate_ticket: Duration
+    certificate_page: Duration
     dcgm_selector: str
     for_: Mapping[str, Duration]
 
@@ -191,6 +193,8 @@ def load_config(path: Path, alert_names: Sequence[str]) -> Config:
         power_limit_ratio=r.number("gpu.power_limit_ratio", 0.0, 2.0),
         power_avg_window=r.duration("gpu.power_avg_window"),
         restart_window=r.duration("engine.restart_window"),
+        certificate_ticket=r.duration("exporter.certificate_expiry_ticket"),
+        certificate_page=r.duration("exporter.certificate_expiry_page"),
         dcgm_selector=r.string("dcgm.selector"),
         for_=r.for_durations("for", alert_names),
     )
@@ -212,6 +216,9 @@ def load_config(path: Path, alert_names: Sequence[str]) -> Config:
             f"for.HeliosEngineSnapshotFailing: {snapshot_for} must be shorter than "
             f"exporter.down_grace ({config.down_grace})"
         )
+    if config.certificate_page.seconds >= config.certificate_ticket.seconds > 0:
+        r.errors.append(f"exporter.certificate_expiry_page: {config.certificate_page} must be "
+                        f"shorter than certificate_expiry_ticket ({config.certificate_ticket})")
     if r.errors:
         raise ConfigError("\n".join(f"{path}: {e}" for e in r.errors))
     return config

@@ -27,10 +27,12 @@ class T:
         self._matchers = ",".join(f"{label}=%q" for label in labels)
         self._args = " ".join(f"$labels.{label}" for label in labels)
 
-    def query(self, metric_fmt: str, render: str, missing: str = "unknown") -> str:
-        """Query `metric_fmt` (with `{TARGET}` for this alert's target matchers) and render it."""
+    def query(self, metric_fmt: str, render: str, missing: str = "unknown",
+              extra_args: str = "") -> str:
+        """Query `metric_fmt` (with `{TARGET}` for this alert's target matchers) and render it.
+        `extra_args`: template values for `%q`s of `metric_fmt` after the target's."""
         expr = metric_fmt.replace("{TARGET}", self._matchers)
-        args = " ".join([self._args] * metric_fmt.count("{TARGET}"))
+        args = " ".join([self._args] * metric_fmt.count("{TARGET}") + [extra_args] * bool(extra_args))
         return (
             f"{{{{ with printf `{expr}` {args} | query }}}}"
             f"{{{{ . | first | {render} }}}}{{{{ else }}}}{missing}{{{{ end }}}}"
@@ -42,9 +44,10 @@ class T:
         args = " ".join([self._args] * metric_fmt.count("{TARGET}"))
         return f"{{{{ with printf `{expr}` {args} | query }}}}{text}{{{{ end }}}}"
 
-    def value(self, metric_fmt: str, render: str, missing: str = "unknown") -> str:
+    def value(self, metric_fmt: str, render: str, missing: str = "unknown",
+              extra_args: str = "") -> str:
         """The value of the first series `metric_fmt` returns, rendered with `render`."""
-        return self.query(metric_fmt, f"value | {render}", missing)
+        return self.query(metric_fmt, f"value | {render}", missing, extra_args)
 
     def last_ts(self, metric: str, extra: str = "", lookback: str = "", offset: str = "",
                 missing: str = "unknown") -> str:

@@ -49,6 +49,9 @@ class Settings:
     page_headroom_ratio: float  # page slab free ratio that counts as headroom
     power_limit_ratio: float  # HeliosGpuPowerAtLimit threshold
     cluster_label: str = DEFAULT_CLUSTER_LABEL  # the label that names a cluster in a global view
+    # HeliosExporterCertificateExpiring / ...ExpiryImminent fire this long before expiry
+    certificate_ticket_s: float = 14 * 86400.0
+    certificate_page_s: float = 3 * 86400.0
 
     @classmethod
     def load(cls, path: Path = ALERTS_CONFIG) -> Settings:
@@ -63,6 +66,8 @@ class Settings:
             page_headroom_ratio=config.page_headroom_ratio,
             power_limit_ratio=config.power_limit_ratio,
             cluster_label=config.cluster_label or DEFAULT_CLUSTER_LABEL,
+            certificate_ticket_s=float(config.certificate_ticket.seconds),
+            certificate_page_s=float(config.certificate_page.seconds),
         )
 
 

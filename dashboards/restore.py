@@ -226,4 +226,24 @@ def build(settings: Settings) -> db.Dashboard:
         units.Seconds,
         q(f"time() - helios_exporter_source_last_success_timestamp_seconds{sel()}", "{{source}}"),
         thresholds=steps((None, "green"), (60, "orange"), (300, "red")), min_val=0), 6, 6)
+    grid.add(timeline_panel(
+        "Collector success",
+        "Each collector of /metrics (helios_exporter_collector_success): pass when its series "
+        "are in the scrape. FAIL means it raised and its series are missing while the rest of "
+        "/metrics stays valid (HeliosExporterCollectorFailing says which series; the sidecar "
+        "logged collector_failed with the traceback; the status page lists it under Sidecar).",
+        q(f"helios_exporter_collector_success{sel()}", "{{collector}}"),
+        mappings=PASS_FAIL), 16, 7)
+    grid.add(stat_panel(
+        "Certificate expiry",
+        "Time left until the sidecar's TLS certificate in force, and the client CA it verifies "
+        "clients with, expire (helios_exporter_tls_certificate_expiry_timestamp_seconds). "
+        "Orange: HeliosExporterCertificateExpiring has opened a ticket; red: "
+        "HeliosExporterCertificateExpiryImminent pages. Empty without TLS.",
+        units.Seconds,
+        q(f"helios_exporter_tls_certificate_expiry_timestamp_seconds{sel()} - time()",
+          "{{certificate}}", instant=True),
+        thresholds=steps((None, "red"), (settings.certificate_page_s, "orange"),
+                         (settings.certificate_ticket_s, "green")),
+        no_value="no TLS"), 8, 7)
     return d

@@ -57,6 +57,20 @@ AUTH_FORGET_AFTER: Final = 600.0  # seconds without a failure after which a clie
 AUTH_PENALTY_CACHE_CHECK_INTERVAL: Final = 1.0
 AUTH_PENALTY_CACHE_CHECK_BURST: Final = 3
 WEB_CONFIG_RECHECK: Final = 1.0  # seconds between checks of --web-config-file and its files
+# Basic auth's bcrypt checks (exporter/web/basic_auth.py): at most AUTH_CHECK_WORKERS at once,
+# one per client, one of them kept for clients without failed credentials on record, and at
+# most AUTH_CHECK_QUEUE more waiting for a turn. A request is answered (401, or 429 while its
+# check is not done) within AUTH_ANSWER_WITHIN seconds of its arrival: inside the 10 s scrape
+# timeout of deploy/prometheus, with room for the TLS handshake and the answer. An unknown user
+# is checked against a dummy hash of the median configured cost, at most AUTH_DUMMY_MAX_COST
+# (about 0.3 s on one core of 2026).
+AUTH_CHECK_WORKERS: Final = 2
+AUTH_CHECK_QUEUE: Final = 32
+AUTH_ANSWER_WITHIN: Final = 8.0
+AUTH_DUMMY_MAX_COST: Final = 12
+# Loading the web configuration tries each new hash against the deployment example's password
+# for at most this long (the hashes predicted to fit); the rest are tried in the background.
+AUTH_LOAD_TRIAL_BUDGET: Final = 0.5
 
 LOG_FORMAT: Final = "auto"
 LOG_LEVEL: Final = "info"
@@ -67,3 +81,8 @@ STATUS_TIMEOUT: Final = 5.0
 # The status page calls an unplanned restart recent (a summary line, the runbook) this long:
 # as long as HeliosEngineRestartedOutsideWindow fires (alerts/config.yaml engine.restart_window).
 RESTART_RECENT: Final = 3600.0
+# The status page warns of the certificate in force (or the client CA) this long before it
+# expires, and calls it failed this long before: as HeliosExporterCertificateExpiring and
+# HeliosExporterCertificateExpiryImminent fire (alerts/config.yaml exporter.certificate_*).
+CERT_EXPIRY_TICKET: Final = 14 * 86400.0
+CERT_EXPIRY_PAGE: Final = 3 * 86400.0

@@ -38,10 +38,44 @@ GEOMETRY_RULES: Final = ("slabs_within_budget", "resident_within_budget", "looku
 # `helios_exporter_collector_success{collector}`: every collector of /metrics, in exposition order.
 COLLECTORS: Final = ("offload", "pins", "passthrough", "restore", "exporter", "host",
                      "experiment", "gpu", "http", "build_info", "process", "platform")
+# What goes missing from /metrics while a collector fails (exporter/registry.py registers them;
+# their docstrings show what each renders), and the alerts that go blind with it: said by
+# HeliosExporterCollectorFailing (alerts/groups/exporter.py) and the status page. `{memory}`: the
+# alerts' window memory (alerts/config.yaml).
+COLLECTOR_SERIES: dict[str, str] = {
+    "offload": "the engine and offload series (helios_engine_up, helios_engine_ranks, "
+               "helios_engine_inflight_requests, helios_offload_*, helios_monitoring_generation_*); "
+               "the offload alerts cannot fire",
+    "pins": "helios_engine_pin_ok; HeliosEnginePinMismatch cannot fire",
+    "passthrough": "the engine's re-exported families (helios_engine_native_*)",
+    "restore": "the restore window series (helios_restore_*, "
+               "helios_engine_unplanned_restarts_total); the restore deadline alerts go on from the "
+               "last values seen (for {memory}) and miss every change since; "
+               "HeliosRestoreCheckFailed, HeliosEngineSnapshotFailing and "
+               "HeliosEngineRestartedOutsideWindow cannot fire",
+    "exporter": "the sidecar's source health (helios_exporter_source_*, "
+                "helios_exporter_engine_*, helios_exporter_poll_*); HeliosEngineSnapshotFailing "
+                "cannot fire",
+    "host": "the engine process and host memory series (helios_engine_process_*, "
+            "helios_host_memory_*)",
+    "experiment": "the open experiment phases (helios_experiment_phase_*)",
+    "gpu": "the GPU series (helios_gpu_*); HeliosGpuLost and HeliosGpuPowerAtLimit cannot fire",
+    "http": "the sidecar's HTTP server series (helios_exporter_http_*, "
+            "helios_exporter_web_config_*)",
+    "build_info": "helios_exporter_build_info",
+    "process": "the sidecar's process series (process_*: CPU, memory, file descriptors)",
+    "platform": "python_info",
+}
+if tuple(COLLECTOR_SERIES) != COLLECTORS:  # a new collector needs its line here
+    raise AssertionError(f"COLLECTOR_SERIES {tuple(COLLECTOR_SERIES)} != COLLECTORS {COLLECTORS}")
 # `helios_exporter_http_auth_failures_total{path,reason}`: the paths that check credentials (basic
 # auth guards every path but the probes and the bearer-token APIs: the others count as `other`).
 AUTH_PATHS: Final = ("/", "/metrics", "/status", "/restore/events", "/experiment/phases", "other")
-AUTH_FAILURE_REASONS: Final = ("missing", "wrong", "throttled")
+# pending: answered 429 while the request's bcrypt check had not finished (exporter/web/basic_auth.py).
+AUTH_FAILURE_REASONS: Final = ("missing", "wrong", "throttled", "pending")
+# `helios_exporter_tls_certificate_expiry_timestamp_seconds{certificate}`: the server's certificate
+# (and the chain served with it) and the client CA of the web configuration in force.
+TLS_CERTIFICATES: Final = ("server", "client_ca")
 # `helios_exporter_http_connections_closed_total{reason}`: connections the sidecar closed itself.
 CONNECTION_CLOSE_REASONS: Final = ("slow_request", "slow_reader", "idle", "evicted",
                                    "head_too_large")

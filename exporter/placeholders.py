@@ -3,8 +3,9 @@
 `kubectl apply -k deploy/kubernetes` (or `deploy/kubernetes-tls`) as committed would otherwise
 run sidecars whose events token and scrape password are printed in a public repository. The
 sidecar refuses a token file holding `EVENTS_TOKEN` (exporter/config.py) and a basic-auth user
-whose hash verifies `SCRAPE_PASSWORD` (exporter/web/webconfig.py): one bcrypt check per user when
-the web configuration loads. tests/deploy holds the example files to these values.
+whose hash verifies `SCRAPE_PASSWORD`: one bcrypt check per hash, at load or in the background
+(exporter/web/hashes.py), and `SCRAPE_PASSWORD` itself at login (exporter/web/basic_auth.py).
+tests/deploy holds the example files to these values.
 """
 
 from __future__ import annotations

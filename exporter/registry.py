@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -48,6 +49,17 @@ log = structlog.get_logger("helios_exporter.collectors")
 Encode = Callable[[list[Metric]], bytes]
 
 
+@dataclass(frozen=True)
+class Health:
+    """One collector at the latest rendering: `cause` names what it raised and where
+    (`KeyError at offload.py:120`), never the message (it may quote engine input)."""
+
+    collector: str
+    ok: bool
+    seconds: float
+    cause: str | None = None
+
+
 class Collectors(CollectorRegistry):
     """A registry whose `collect()` runs each named collector on its own (tests read it with
     `get_sample_value` as any registry); `run(encode)` also renders each one's part of the
@@ -59,6 +71,7 @@ class Collectors(CollectorRegistry):
         self._named: list[tuple[str, Collector]] = []
         self._timer = timer
         self._causes: dict[str, set[str]] = {}  # failing collector -> causes already logged
+        self.health: tuple[Health, ...] = ()  # of the latest complete rendering
 
     def add(self, name: str, collector: Collector) -> None:
         if name not in COLLECTORS:
@@ -77,25 +90,26 @@ class Collectors(CollectorRegistry):
     def run(self, encode: Encode | None) -> Iterator[tuple[list[Metric], bytes]]:
         """Each collector's metric families and (with `encode`) their rendered text, then the
         success and duration families of all of them."""
-        health: list[tuple[str, bool, float]] = []
+        health: list[Health] = []
         for name, collector in self._named:
             t0 = self._timer()
+            cause = None
             try:
                 metrics = list(collector.collect())
                 body = encode(metrics) if encode else b""
             except Exception as exc:  # one collector's bug must not cost the others their series
-                self._failed(name, exc)
-                metrics, body, ok = [], b"", False
+                cause = self._failed(name, exc)
+                metrics, body = [], b""
             else:
-                ok = True
                 if self._causes.pop(name, None) is not None:
                     log.info("collector_recovered", collector=name)
-            health.append((name, ok, self._timer() - t0))
+            health.append(Health(name, cause is None, self._timer() - t0, cause))
             yield metrics, body
-        families = health_families(health)
+        families = health_families((h.collector, h.ok, h.seconds) for h in health)
+        self.health = tuple(health)
         yield families, encode(families) if encode else b""
 
-    def _failed(self, name: str, exc: Exception) -> None:
+    def _failed(self, name: str, exc: Exception) -> str:
         frames = traceback.extract_tb(exc.__traceback__)
         where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
         cause = f"{type(exc).__name__} at {where}"
@@ -104,6 +118,7 @@ class Collectors(CollectorRegistry):
             seen.add(cause)
             log.error("collector_failed", collector=name, cause=cause,
                       error=str(exc)[:200], exc_info=exc)
+        return cause
 
 
 def health_families(health: Iterable[tuple[str, bool, float]]) -> list[Metric]:

@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import structlog
 import uvicorn
-from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
 from exporter.app import build_app
@@ -30,7 +29,7 @@ from exporter.loop import PollLoop
 from exporter.oncall.html import page
 from exporter.pins import Pins
 from exporter.redact import redact_url
-from exporter.registry import build_registry
+from exporter.registry import Collectors, build_registry
 from exporter.restore import preflight
 from exporter.restore.events import read_token
 from exporter.restore.keeper import PreflightProbe, RestoreKeeper
@@ -60,7 +59,7 @@ class Sidecar:
     config: Config
     loop: PollLoop
     keeper: RestoreKeeper
-    registry: CollectorRegistry
+    registry: Collectors
     cache: ExpositionCache
     client: httpx.AsyncClient
     events_token: bytes | None
@@ -77,12 +76,20 @@ class Sidecar:
             closer.close()
 
     def status(self) -> dict[str, Any]:
-        return status(self.loop.view, self.keeper.bounds, self.config, self.clock())
+        return self._status(self.clock())
 
     def page(self) -> str:
         """The on-call page (`GET /`): /status and the page read one clock reading."""
         now = self.clock()
-        return page(status(self.loop.view, self.keeper.bounds, self.config, now), now)
+        return page(self._status(now), now)
+
+    def _status(self, now: float) -> dict[str, Any]:
+        # The collectors as /metrics renders them now: rendered once per view and cached, so
+        # this costs a rendering only when no scrape came since the last poll.
+        self.cache.render(False)
+        return status(self.loop.view, self.keeper.bounds, self.config, now,
+                      collectors=self.registry.health,
+                      web=None if self.web is None else self.web.status())
 
 
 def build(

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
 from exporter.config import Config
 from exporter.geometry import Geometry
+from exporter.labels import COLLECTOR_SERIES
 from exporter.redact import redact_url
+from exporter.registry import Health
 from exporter.restore.report import restore_status
 from exporter.restore.window import Bounds
 from exporter.view import View
 
 
-def status(view: View, bounds: Bounds, config: Config, now: float) -> dict[str, Any]:
+def status(view: View, bounds: Bounds, config: Config, now: float, *,
+           collectors: Sequence[Health] | None = None,
+           web: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`collectors`: each collector of /metrics at its latest rendering (None: not known);
+    `web`: the web configuration in force (`WebConfigState.status()`; None: no
+    --web-config-file)."""
     restore = view.restore
     state = restore.state
     snap = view.engine.snapshot
@@ -39,7 +47,16 @@ def status(view: View, bounds: Bounds, config: Config, now: float) -> dict[str, 
                    "restore_bound": bounds.restore_bound, "down_grace": bounds.down_grace},
         "sources": {name: h.as_status() for name, h in view.sources.items()},
         "poll_cycles": view.cycles,
+        "collectors": None if collectors is None else [_collector(h) for h in collectors],
+        "web": None if web is None else dict(web),
     }
+
+
+def _collector(h: Health) -> dict[str, Any]:
+    """One collector of /metrics; a failing one with what is missing from /metrics meanwhile."""
+    missing = None if h.ok else COLLECTOR_SERIES.get(h.collector, "its series").replace(
+        "(for {memory})", "(for as long as the alerts' window memory)")
+    return {"collector": h.collector, "ok": h.ok, "cause": h.cause, "missing": missing}
 
 
 def _geometry(checked: Geometry | None) -> dict[str, Any] | None:

@@ -85,3 +85,15 @@ def test_a_recent_restart_on_the_status_page_is_as_long_as_the_alert_fires() -> 
     assert configured.seconds == defaults.RESTART_RECENT
     expr = alert_rule("HeliosEngineRestartedOutsideWindow")["expr"]
     assert f"[{configured.text}]" in expr, expr
+
+
+def test_the_status_page_warns_of_a_certificate_when_the_alerts_fire() -> None:
+    """The status page's two stages of an expiring certificate are the two alerts'."""
+    config = alert_config()
+    assert config.certificate_ticket.seconds == defaults.CERT_EXPIRY_TICKET
+    assert config.certificate_page.seconds == defaults.CERT_EXPIRY_PAGE
+    ticket = alert_rule("HeliosExporterCertificateExpiring")["expr"]
+    assert f"< {defaults.CERT_EXPIRY_TICKET:.0f} and" in ticket
+    assert f">= {defaults.CERT_EXPIRY_PAGE:.0f}" in ticket
+    assert alert_rule("HeliosExporterCertificateExpiryImminent")["expr"].endswith(
+        f"< {defaults.CERT_EXPIRY_PAGE:.0f}")

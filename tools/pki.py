@@ -47,14 +47,16 @@ class CA:
 
     def issue(self, name: str, *, server: bool, dns: tuple[str, ...] = ("localhost",),
               ips: tuple[str, ...] = ("127.0.0.1",), expired: bool = False,
-              client: bool | None = None) -> Issued:
+              client: bool | None = None, valid_for: dt.timedelta | None = None) -> Issued:
         """For a server (`server`) or a client (not `server`); `client=True` with `server` makes
-        one for both (as cert-manager's `usages: [server auth, client auth]`)."""
+        one for both (as cert-manager's `usages: [server auth, client auth]`). Valid for 7 days
+        from an hour ago, or `valid_for` from now (a certificate about to expire)."""
         key = ec.generate_private_key(ec.SECP256R1())
         if expired:
             before, after = NOW - dt.timedelta(days=10), NOW - dt.timedelta(days=1)
         else:
-            before, after = NOW - dt.timedelta(hours=1), NOW + dt.timedelta(days=7)
+            before = NOW - dt.timedelta(hours=1)
+            after = NOW + (valid_for if valid_for is not None else dt.timedelta(days=7))
         sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
         sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
         usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []

@@ -1,5 +1,6 @@
 """The sidecar itself: scraped at all, reading valid engine snapshots, rendering every
-collector of /metrics, and running the web configuration last written to its file."""
+collector of /metrics, running the web configuration last written to its file, and a TLS
+certificate in force that has time left."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from alerts.config import Config
 from alerts.promql import Q, join
 from alerts.rules import Alert
 from alerts.templates import T
-from exporter.labels import COLLECTORS
+from exporter.labels import COLLECTOR_SERIES
 
 GROUP = "helios-exporter"
 NAMES = (
@@ -15,37 +16,9 @@ NAMES = (
     "HeliosEngineSnapshotFailing",
     "HeliosExporterCollectorFailing",
     "HeliosExporterWebConfigReloadFailed",
+    "HeliosExporterCertificateExpiring",
+    "HeliosExporterCertificateExpiryImminent",
 )
-
-# What goes missing from /metrics while a collector fails (exporter/registry.py registers them;
-# their docstrings show what each renders), and the alerts that go blind with it.
-COLLECTOR_SERIES: dict[str, str] = {
-    "offload": "the engine and offload series (helios_engine_up, helios_engine_ranks, "
-               "helios_engine_inflight_requests, helios_offload_*, helios_monitoring_generation_*); "
-               "the offload alerts cannot fire",
-    "pins": "helios_engine_pin_ok; HeliosEnginePinMismatch cannot fire",
-    "passthrough": "the engine's re-exported families (helios_engine_native_*)",
-    "restore": "the restore window series (helios_restore_*, "
-               "helios_engine_unplanned_restarts_total); the restore deadline alerts go on from the "
-               "last values seen (for {memory}) and miss every change since; "
-               "HeliosRestoreCheckFailed, HeliosEngineSnapshotFailing and "
-               "HeliosEngineRestartedOutsideWindow cannot fire",
-    "exporter": "the sidecar's source health (helios_exporter_source_*, "
-                "helios_exporter_engine_*, helios_exporter_poll_*); HeliosEngineSnapshotFailing "
-                "cannot fire",
-    "host": "the engine process and host memory series (helios_engine_process_*, "
-            "helios_host_memory_*)",
-    "experiment": "the open experiment phases (helios_experiment_phase_*)",
-    "gpu": "the GPU series (helios_gpu_*); HeliosGpuLost and HeliosGpuPowerAtLimit cannot fire",
-    "http": "the sidecar's HTTP server series (helios_exporter_http_*, "
-            "helios_exporter_web_config_*)",
-    "build_info": "helios_exporter_build_info",
-    "process": "the sidecar's process series (process_*: CPU, memory, file descriptors)",
-    "platform": "python_info",
-}
-if tuple(COLLECTOR_SERIES) != COLLECTORS:  # a new collector needs its line here
-    raise AssertionError(f"COLLECTOR_SERIES {tuple(COLLECTOR_SERIES)} != COLLECTORS {COLLECTORS}")
-
 
 def _missing_series(c: Config) -> str:
     """Go template: what the failing collector ($labels.collector) leaves out of /metrics."""
@@ -54,6 +27,69 @@ def _missing_series(c: Config) -> str:
         for name, series in COLLECTOR_SERIES.items()
     )
     return "{{ if" + branches + "{{ else }}its series{{ end }}"
+
+
+def _certificate_alerts(c: Config, q: Q, t: T) -> list[Alert]:
+    """A ticket when the certificate in force (or the client CA) expires within
+    certificate_expiry_ticket, a page within certificate_expiry_page. They read the last value
+    seen within the window memory: a certificate that expired stops the scrapes of every client
+    that verifies it, and the alert keeps firing then, beside HeliosExporterDown."""
+    left = f"({q.last('helios_exporter_tls_certificate_expiry_timestamp_seconds')} - time())"
+    ticket, page = c.certificate_ticket.seconds, c.certificate_page.seconds
+    expires = t.value(
+        "last_over_time(helios_exporter_tls_certificate_expiry_timestamp_seconds{{TARGET},"
+        f"certificate=%q}}[{c.window_memory}])", "humanizeTimestamp",
+        extra_args="$labels.certificate")
+    what = ("{{ if eq $labels.certificate \"client_ca\" }}client CA (the CA that clients' "
+            "certificates must chain to){{ else }}server certificate{{ end }}")
+    consequence = (
+        "Once it has expired, every client that verifies it (Prometheus, with tls_config as "
+        "shipped) refuses the connection: the sidecar cannot be scraped, HeliosExporterDown fires, and "
+        f"the restore alerts go on from the last values seen for {c.window_memory}. Renew it "
+        "where it comes from (a cert-manager Certificate, the file given in the web "
+        "configuration); the sidecar serves a renewed file from the next connection, without a "
+        "restart.")
+    return [
+        Alert(
+            name="HeliosExporterCertificateExpiring",
+            group=GROUP,
+            severity="warning",
+            expr=f"{left} < {ticket:.0f} and {left} >= {page:.0f}",
+            summary=f"The Helios sidecar {t.target} serves a certificate that expires within "
+                    f"{c.certificate_ticket}",
+            description=(
+                f"The {what} of the web configuration in force on the sidecar {t.target} expires "
+                "at " + expires + " (in {{ $value | humanizeDuration }}), within "
+                f"{c.certificate_ticket}. " + consequence + " It pages "
+                f"(HeliosExporterCertificateExpiryImminent) from {c.certificate_page} before."
+            ),
+            meaning=(
+                "`helios_exporter_tls_certificate_expiry_timestamp_seconds{certificate}` (its last "
+                f"value within {c.window_memory}) less than {c.certificate_ticket} and at least "
+                f"{c.certificate_page} ahead: the server certificate in force, or the client CA, "
+                "needs renewing"
+            ),
+        ),
+        Alert(
+            name="HeliosExporterCertificateExpiryImminent",
+            group=GROUP,
+            severity="critical",
+            expr=f"{left} < {page:.0f}",
+            summary=f"The certificate of the Helios sidecar {t.target} expires within "
+                    f"{c.certificate_page}, or has expired",
+            description=(
+                f"The {what} of the web configuration in force on the sidecar {t.target} "
+                "{{ if lt $value 0.0 }}expired at " + expires + " (as last seen){{ else }}"
+                "expires at " + expires + " (in {{ $value | humanizeDuration }}){{ end }}. "
+                + consequence
+            ),
+            meaning=(
+                "`helios_exporter_tls_certificate_expiry_timestamp_seconds{certificate}` (its last "
+                f"value within {c.window_memory}) less than {c.certificate_page} ahead, or past: "
+                "the sidecar is about to be, or already is, refused by the clients that verify it"
+            ),
+        ),
+    ]
 
 
 def alerts(c: Config) -> list[Alert]:
@@ -164,4 +200,5 @@ def alerts(c: Config) -> list[Alert]:
                 "that last loaded (TLS certificate, basic-auth users) stays in force"
             ),
         ),
+        *_certificate_alerts(c, q, t),
     ]

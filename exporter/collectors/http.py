@@ -8,6 +8,7 @@
     helios_exporter_http_auth_failures_total{path="/metrics",reason="wrong"} 2.0
     helios_exporter_http_auth_throttled_clients 0.0
     helios_exporter_http_tls_handshake_failures_total 1.0              (with TLS)
+    helios_exporter_tls_certificate_expiry_timestamp_seconds{certificate="server"} 1.7e+09
     helios_exporter_web_config_last_reload_successful 1.0              (with --web-config-file)
 
 Values as of the latest rendering of /metrics (once per poll cycle, like every other series).
@@ -62,8 +63,9 @@ class HttpCollector:
         yield closed
         failures = counter("helios_exporter_http_auth_failures_total",
                            "Requests refused for their credentials (basic auth or bearer token), "
-                           "by path and reason: missing, wrong, or throttled (the client failed "
-                           "too often and must wait).", ["path", "reason"])
+                           "by path and reason: missing, wrong, throttled (the client failed "
+                           "too often and must wait), or pending (answered 429 while the "
+                           "basic-auth check was not done).", ["path", "reason"])
         for (path, reason), value in sorted(self._failures.counts.items()):
             failures.add_metric([path, reason], value)
         yield failures
@@ -80,6 +82,16 @@ class HttpCollector:
                           "without an allowed SAN.")
             tls.add_metric([], c.tls_handshake_failures)
             yield tls
+            expiry = gauge("helios_exporter_tls_certificate_expiry_timestamp_seconds",
+                           "When the certificate in force expires (unix seconds): server, the "
+                           "earliest NotAfter of tls_server_config's cert_file (or cert) and the "
+                           "chain in it; client_ca, the earliest of the client CA's "
+                           "certificates. Of the configuration that last loaded.",
+                           ["certificate"])
+            settings = self._web.tls()
+            for cert in settings.expiry if settings is not None else ():
+                expiry.add_metric([cert.certificate], cert.not_after)
+            yield expiry
         ok = gauge("helios_exporter_web_config_last_reload_successful",
                    "1 when the latest change of --web-config-file (or a file it names) loaded; "
                    "0: the previous configuration is still in force.")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from exporter.defaults import RESTART_RECENT
-from exporter.oncall import parts
+from exporter.oncall import health, parts
 from exporter.oncall.model import (
     FAILED,
     OK,
@@ -91,6 +91,15 @@ def build(status: Mapping[str, Any], now: float) -> Report:
         # With the engine down, its two sources failing says nothing more.
         if src.result is FAILED and not (engine_down and src.name in ENGINE_SOURCES):
             summary.append(("bad", (FAILED, "source", Code(src.name), *src.error)))
+    failing = health.failing_collectors(status) or []
+    for collector in failing:
+        summary.append(("bad", (FAILED, "collector", Code(collector.name), "raised",
+                                code(collector.cause), "; missing from /metrics:",
+                                text(collector.missing))))
+    for cert in health.certificates(status):
+        if cert.tone(now) in ("bad", "warn"):
+            summary.append((cert.tone(now), (cert.word(now), "the", cert.label, "of the web "
+                                             "configuration:", *cert.when(now))))
     tones = {tone for tone, _ in summary}
     tone: Tone = "bad" if "bad" in tones else "warn" if "warn" in tones else "good"
     engine_url = status.get("engine_url")
@@ -109,7 +118,9 @@ def build(status: Mapping[str, Any], now: float) -> Report:
             Section("pins", "Pins and offload geometry", parts.pins_blocks(status, pins, rules)),
             Section("sources", "Sources", (parts.sources_table(sources),)),
             Section("last-window", "Last window", parts.last_window_blocks(restore)),
-            Section("sidecar", "Sidecar", (_sidecar_fields(status, restore),)),
+            Section("sidecar", "Sidecar", (_sidecar_fields(status, restore, now),
+                                           *((health.collectors_table(failing),) if failing
+                                             else ()))),
         ),
     )
 
@@ -211,6 +222,16 @@ def _next_steps(status: Mapping[str, Any], window: Mapping[str, Any] | None, now
         steps.append(("The engine's snapshot fails, see", _runbook("HeliosEngineSnapshotFailing")))
     if "nvml" in down:
         steps.append(("NVML does not answer, see", _runbook("HeliosGpuLost")))
+    if health.failing_collectors(status):
+        steps.append(("A collector of /metrics fails: its series are missing (listed under",
+                      Link("Sidecar", "#sidecar"), "); see",
+                      _runbook("HeliosExporterCollectorFailing")))
+    tones = {cert.tone(now) for cert in health.certificates(status)}
+    if tones & {"bad", "warn"}:
+        alert = ("HeliosExporterCertificateExpiryImminent" if "bad" in tones
+                 else "HeliosExporterCertificateExpiring")
+        steps.append(("A certificate of the web configuration expires soon (under",
+                      Link("Sidecar", "#sidecar"), "): renew it, see", _runbook(alert)))
     if not steps:
         steps.append(("Nothing to do. Every alert has a runbook under", Code(f"{RUNBOOKS}/"),
                       "; the raw data is at", Link("/status", "status")))
@@ -304,7 +325,7 @@ def _engine_fields(status: Mapping[str, Any], restore: Mapping[str, Any],
     return Fields(tuple(rows))
 
 
-def _sidecar_fields(status: Mapping[str, Any], restore: Mapping[str, Any]) -> Fields:
+def _sidecar_fields(status: Mapping[str, Any], restore: Mapping[str, Any], now: float) -> Fields:
     errors = number(restore.get("state_write_errors"))
     write: Cell = (UNKNOWN,) if errors is None else (OK,) if errors == 0 else (
         FAILED, f"{errors:g} failed writes; last:", text(restore.get("last_state_write_error")))
@@ -312,5 +333,7 @@ def _sidecar_fields(status: Mapping[str, Any], restore: Mapping[str, Any]) -> Fi
         ("state file", (code(restore.get("state_file")),)),
         ("state writes", write),
         ("poll cycles", (text(status.get("poll_cycles")),)),
+        ("collectors", health.collectors_cell(status)),
+        *health.web_rows(status, now),
     ))
 

@@ -134,6 +134,18 @@ class AuthFailures:
         else:
             log.warning("auth_failed", failures=record.failures, **fields)
 
+    def pending(self, path: str, client: str | None, why: str) -> None:
+        """Answered 429 while its basic-auth check was not done (`late`) or not started because
+        another check of this client runs (`busy`): not a failure, not penalised."""
+        self.counts[(self.path_label(path), "pending")] += 1
+        log.debug("auth_pending", path=self.path_label(path), client=client, why=why)
+
+    def failing(self, client: str | None) -> bool:
+        """Whether this client has failed credentials on record (its checks wait behind those of
+        clients without)."""
+        record = self._record(client, create=False)
+        return record is not None and record.failures > 0
+
     def succeeded(self, client: str | None) -> None:
         if client is not None:
             self._clients.pop(client, None)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from exporter.web.auth import AuthFailures, too_many
-from exporter.web.basic_auth import BasicAuth
+from exporter.web.basic_auth import BasicAuth, Verdict
 from exporter.web.state import WebConfigState
 from exporter.web.webconfig import RateLimit
 
@@ -66,7 +66,9 @@ class WebGuard:
             return
         if config.users and path not in PROBES and not (
                 path in BEARER_APIS and scope["method"] == "POST"):
-            denied = await self._check(scope, config.users, path)
+            # Checked against the users less those refused since the file loaded (all of them
+            # refused: every request is refused, never let through).
+            denied = await self._check(scope, self.state.users, path)
             if denied is not None:
                 await denied(scope, receive, send)
                 return
@@ -78,6 +80,7 @@ class WebGuard:
         return self._bucket.allow()
 
     async def _check(self, scope: Scope, users: Mapping[str, bytes], path: str) -> ASGIApp | None:
+        arrived = time.monotonic()
         client = scope["client"][0] if scope.get("client") else None
         header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
         if header is None:
@@ -96,11 +99,26 @@ class WebGuard:
         wait = self.failures.penalty(path, client)
         if wait is not None:
             return too_many(wait)
-        if user is not None and await self.basic.verify(users, user, password):
-            self.failures.succeeded(client)
+        if user is None:  # not basic auth, or not decodable: nothing to check
+            self.failures.failed(path, client, "basic")
+            return _unauthorized
+        known = user in users
+
+        def counted(ok: bool) -> None:  # once per check, also after its request got a 429
+            if ok:
+                self.failures.succeeded(client)
+            else:
+                self.failures.failed(path, client, "basic", user if known else None)
+
+        verdict = await self.basic.verify(users, user, password, client=client,
+                                          priority=1 if self.failures.failing(client) else 0,
+                                          arrived=arrived, on_verdict=counted)
+        if verdict is Verdict.OK:
             return None
-        self.failures.failed(path, client, "basic", user if user in users else None)
-        return _unauthorized
+        if verdict is Verdict.WRONG:
+            return _unauthorized
+        self.failures.pending(path, client, "busy" if verdict is Verdict.BUSY else "late")
+        return _still_checking if verdict is Verdict.LATE else _busy
 
 
 def _basic_credentials(header: bytes) -> tuple[str | None, bytes]:
@@ -113,6 +131,16 @@ def _basic_credentials(header: bytes) -> tuple[str | None, bytes]:
         return (user.decode("utf-8") if sep else None), password
     except (binascii.Error, UnicodeDecodeError):
         return None, b""
+
+
+async def _still_checking(scope: Scope, receive: Receive, send: Send) -> None:
+    await _plain(send, 429, b"Too Many Requests: your credentials are still being checked; retry\n",
+                 [(b"retry-after", b"1")])
+
+
+async def _busy(scope: Scope, receive: Receive, send: Send) -> None:
+    await _plain(send, 429, b"Too Many Requests: a check of this client's credentials is still "
+                 b"running; retry\n", [(b"retry-after", b"1")])
 
 
 async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cryptography import x509
+
 from exporter.web import certs
 
 TLS_VERSIONS: Mapping[str, ssl.TLSVersion] = {
@@ -50,6 +52,10 @@ CLIENT_AUTH: Mapping[str, ssl.VerifyMode] = {
     "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
 }
 UNSUPPORTED_CLIENT_AUTH = ("RequestClientCert", "RequireAnyClientCert", "RequireClientCert")
+# exporter-toolkit's curve names -> OpenSSL's. Python's ssl module sets one curve
+# (`set_ecdh_curve`), so of a list only the first is offered.
+CURVES: Mapping[str, str] = {"CurveP256": "prime256v1", "CurveP384": "secp384r1",
+                             "CurveP521": "secp521r1", "X25519": "X25519"}
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,9 @@ class TlsConfig:
     max_version: str = "TLS13"
     cipher_suites: tuple[str, ...] = ()
     prefer_server_cipher_suites: bool = True
+    curve: str | None = None  # OpenSSL's name of the one curve offered; None: OpenSSL's defaults
+    # VerifyClientCertIfGiven without a client CA: verified against the system's roots, as Go does.
+    system_roots: bool = False
 
     def files(self) -> tuple[Path, ...]:
         """The files it reads: a change to any of them is a change of configuration."""
@@ -76,13 +85,24 @@ class TlsConfig:
 
 
 @dataclass(frozen=True)
+class Expiry:
+    """When a certificate of the configuration expires (`certificate`: server or client_ca)."""
+
+    certificate: str
+    not_after: float  # unix seconds: the earliest NotAfter of the file's certificates
+    subject: str  # of that certificate, RFC 4514
+    where: str  # the field and file, as errors name them
+
+
+@dataclass(frozen=True)
 class TlsSettings:
-    """What a new connection is upgraded with, and what to warn about (a certificate outside
-    its validity period)."""
+    """What a new connection is upgraded with, what to warn about (a certificate outside
+    its validity period), and when the certificates in it expire."""
 
     context: ssl.SSLContext
     allowed_sans: frozenset[str] | None
     warnings: tuple[str, ...] = ()
+    expiry: tuple[Expiry, ...] = ()
 
 
 class TlsError(ValueError):
@@ -97,11 +117,17 @@ def build(tls: TlsConfig) -> TlsSettings:
     cert_where, cert = _pem("cert", tls.cert_file, tls.cert_pem, errors)
     key_where, key = _pem("key", tls.key_file, tls.key_pem, errors)
     warnings: list[str] = []
+    expiry: list[Expiry] = []
     if cert is not None and key is not None:
         warnings = certs.check_pair(cert, cert_where, key, key_where, errors)
+        if not errors:
+            expiry.append(_earliest("server", certs.certificates(cert, cert_where, errors),
+                                    cert_where))
     ca_where, ca = _pem("client_ca", tls.client_ca_file, tls.client_ca_pem, errors)
     if ca is not None:
-        certs.certificates(ca, ca_where, errors)
+        authorities = certs.certificates(ca, ca_where, errors)
+        if authorities:
+            expiry.append(_earliest("client_ca", authorities, ca_where))
     if errors:
         raise TlsError(errors)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -121,17 +147,31 @@ def build(tls: TlsConfig) -> TlsSettings:
             ctx.load_verify_locations(cadata=ca.decode("ascii", errors="replace"))
         except (ssl.SSLError, OSError, ValueError) as exc:
             raise TlsError([f"{ca_where}: OpenSSL cannot load it: {_why(exc)}"]) from exc
+    elif tls.system_roots:
+        ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    if tls.curve is not None:
+        ctx.set_ecdh_curve(tls.curve)
     openssl = [name for s in tls.cipher_suites if (name := CIPHER_SUITES[s])]
     if openssl:
         try:
             ctx.set_ciphers(":".join(openssl))
         except ssl.SSLError as exc:
             raise TlsError([f"tls_server_config.cipher_suites: {_why(exc)}"]) from exc
+    # Python's server contexts prefer the server's order from the start: clear it for false.
     if tls.prefer_server_cipher_suites:
         ctx.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
+    else:
+        ctx.options &= ~ssl.OP_CIPHER_SERVER_PREFERENCE
     sans = None if tls.client_allowed_sans is None else frozenset(
         _normal_san(s) for s in tls.client_allowed_sans)
-    return TlsSettings(ctx, sans, tuple(warnings))
+    return TlsSettings(ctx, sans, tuple(warnings), tuple(expiry))
+
+
+def _earliest(certificate: str, chain: list[x509.Certificate], where: str) -> Expiry:
+    """What expires first: a chain is refused once any certificate of it has expired."""
+    first = min(chain, key=lambda c: c.not_valid_after_utc)
+    return Expiry(certificate, first.not_valid_after_utc.timestamp(), first.subject.rfc4514_string(),
+                  where)
 
 
 def _pem(field: str, path: Path | None, inline: str | None,

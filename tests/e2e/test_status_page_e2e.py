@@ -4,6 +4,7 @@ wrong container, and with the sidecar gone."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import shutil
 import subprocess
@@ -13,9 +14,11 @@ from pathlib import Path
 from exporter.oncall.model import utc
 from tests.e2e.procs import ROOT, Stack, wait_for
 from tests.helpers import missing
+from tests.web.tlsproc import tls_sidecar
 from tools import chromium as chromium_tool
 from tools import status_page as story
 from tools.chromium import chromium
+from tools.pki import CA, write_web_config
 
 
 def _left(text: str, label: str) -> str:
@@ -122,3 +125,37 @@ def test_terminal_view_under_tmux(stack: Stack, tmp_path: Path) -> None:
     finally:
         subprocess.run([shutil.which("tmux") or "tmux", "-S", str(sock), "kill-server"],
                        capture_output=True, check=False, timeout=30)
+
+
+def test_terminal_view_of_a_sidecar_whose_certificate_expires_soon(stack: Stack,
+                                                                   tmp_path: Path) -> None:
+    """`helios-exporter status` under tmux, over TLS with basic auth, against a real sidecar
+    serving a certificate that expires in two days: the summary and the Sidecar section say so,
+    with the time left, and what to do next names the page's runbook."""
+    if shutil.which("tmux") is None:
+        missing("tmux not on PATH")
+    ca = CA(tmp_path / "pki")
+    server = ca.issue("sidecar-soon", server=True, valid_for=dt.timedelta(days=2))
+    web = write_web_config(tmp_path / "web.yml", server=server, users={"prometheus": "pw-0123"})
+    _, url = tls_sidecar(stack, web, ca.path)
+    password = tmp_path / "pw"
+    password.write_text("pw-0123")
+    sock = tmp_path / "tmux.sock"
+    command = (f"{sys.executable} -m exporter status --sidecar {url} --ca-file {ca.path} "
+               f"--user prometheus --password-file {password}; sleep 60")
+    _tmux(sock, "new-session", "-d", "-x", "120", "-y", "200", "-c", str(ROOT), command)
+    try:
+        def history() -> str:
+            return _tmux(sock, "capture-pane", "-p", "-S", "-")
+
+        shown = wait_for(lambda: "SIDECAR" in (s := history()) and s, 30, "the status")
+    finally:
+        subprocess.run([shutil.which("tmux") or "tmux", "-S", str(sock), "kill-server"],
+                       capture_output=True, check=False, timeout=30)
+    flat = re.sub(r"\s+", " ", shown)
+    assert "expires soon the server certificate of the web configuration: " in flat
+    assert re.search(r"server certificate expires soon \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, "
+                     r"in 1 d 23 h", flat), flat
+    assert "(CN=sidecar-soon from tls_server_config.cert_file" in flat
+    assert "docs/runbooks/HeliosExporterCertificateExpiryImminent.md" in flat
+    assert "collectors ok all 11 render" in flat  # --no-nvml: no gpu collector

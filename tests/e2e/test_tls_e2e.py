@@ -4,13 +4,18 @@ credential wrong; then a rotated password, picked up by the sidecar without a re
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import secrets
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
+from cryptography import x509
 
+from tests.conftest import ROOT
 from tests.deploy.conftest import kustomize
 from tests.deploy.tls_example import TLS, example_settings, materialize
 from tests.e2e.procs import Stack, query, wait_for
@@ -137,3 +142,40 @@ def test_the_kubernetes_tls_example_as_the_operator_would_configure_prometheus(
     wait_for(lambda: query(prom, 'up{job="helios-exporter"} == 1'), 60, "the example scraped",
              sidecar)
     wait_for(lambda: query(prom, "helios_restore_window_open"), 30, "its series", sidecar)
+
+
+def test_a_certificate_about_to_expire_shows_in_prometheus_the_alert_and_the_dashboard(
+        stack: Stack, tmp_path: Path) -> None:
+    """A server certificate that expires in two days, scraped over TLS by a real Prometheus: the
+    expiry series arrives, the two alerts' expressions (as generated, without their `for:`)
+    select the page and not the ticket, and the restore dashboard's Certificate expiry panel
+    shows about two days left, per certificate."""
+    ca = CA(tmp_path / "pki")
+    server = ca.issue("sidecar", server=True, valid_for=dt.timedelta(days=2))
+    web = write_web_config(tmp_path / "web.yml", server=server, users={"prometheus": PASSWORD})
+    sidecar, url = tls_sidecar(stack, web, ca.path)
+    pw = tmp_path / "pw"
+    pw.write_text(PASSWORD)
+    job = _job("helios-exporter", url.removeprefix("https://"), ca=ca.path, cert=None, key=None,
+               password_file=pw)
+    _, prom = stack.prometheus([], scrape_configs="scrape_configs:\n" + job)
+    series = 'helios_exporter_tls_certificate_expiry_timestamp_seconds{certificate="server"}'
+    (found,) = wait_for(lambda: query(prom, series), 60, "the expiry series", sidecar)
+    not_after = x509.load_pem_x509_certificate(server.cert.read_bytes()).not_valid_after_utc
+    assert float(found["value"][1]) == not_after.timestamp()
+
+    rules = {r["alert"]: r["expr"] for g in yaml.safe_load(
+        (ROOT / "alerts" / "helios-alerts.yaml").read_text())["groups"]
+        for r in g["rules"] if "alert" in r}
+    assert [r["metric"]["certificate"] for r in query(
+        prom, rules["HeliosExporterCertificateExpiryImminent"])] == ["server"]
+    assert query(prom, rules["HeliosExporterCertificateExpiring"]) == []
+
+    restore = json.loads((ROOT / "dashboards" / "helios-restore.json").read_text())
+    (panel,) = [p for p in restore["panels"] if p.get("title") == "Certificate expiry"]
+    expr = panel["targets"][0]["expr"]
+    for name, value in (("cluster", ".*"), ("job", "helios-exporter"),
+                        ("instance", url.removeprefix("https://"))):
+        expr = expr.replace(f"${name}", value)
+    (left,) = query(prom, expr)
+    assert 2 * 86400 - 600 < float(left["value"][1]) <= 2 * 86400

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from exporter.labels import COLLECTORS
+
 NOW = 1_796_000_000.0  # 2026-11-30 00:53:20 UTC
 INCUMBENT = {"generation": "g-20261129T0412Z-7f3a", "image_digest": "sha256:" + "ab" * 32,
              "container_id": "4be1c0ffee12", "package": "helios-2.14.0+47581cca",
@@ -41,7 +43,37 @@ def base() -> dict[str, Any]:
         "sources": {"engine_snapshot": _source(True, NOW - 1), "engine_metrics": _source(True, NOW - 1),
                     "nvml": _source(None, None), "host": _source(True, NOW - 1)},
         "poll_cycles": 1234,
+        "collectors": [{"collector": name, "ok": True, "cause": None, "missing": None}
+                       for name in COLLECTORS],
+        "web": None,
     }
+
+
+def failing_collector(name: str = "gpu") -> dict[str, Any]:
+    """Serving, with one collector of /metrics raising (as exporter/status.py reports it)."""
+    status = base()
+    for c in status["collectors"]:
+        if c["collector"] == name:
+            c.update(ok=False, cause="KeyError at gpu.py:88",
+                     missing="the GPU series (helios_gpu_*); HeliosGpuLost and "
+                             "HeliosGpuPowerAtLimit cannot fire")
+    return status
+
+
+def with_tls(server_left: float, client_ca_left: float | None = None) -> dict[str, Any]:
+    """Serving over TLS, the certificate in force expiring `server_left` seconds after NOW."""
+    status = base()
+    certificates = [{"certificate": "server", "not_after": NOW + server_left,
+                     "subject": "CN=helios-exporter", "where":
+                     "tls_server_config.cert_file /etc/helios-exporter/tls/tls.crt"}]
+    if client_ca_left is not None:
+        certificates.append({"certificate": "client_ca", "not_after": NOW + client_ca_left,
+                             "subject": "CN=monitoring-ca", "where":
+                             "tls_server_config.client_ca_file /etc/helios-exporter/tls/ca.crt"})
+    status["web"] = {"file": "/etc/helios-exporter/web/web-config.yml", "tls": True,
+                     "certificates": certificates, "basic_auth_users": 1, "refused_users": [],
+                     "last_reload_ok": True, "last_reload_success": NOW - 3600}
+    return status
 
 
 def open_window(started_ago: float = 180.0) -> dict[str, Any]:

@@ -72,6 +72,7 @@ def test_unknown_paths_count_as_other() -> None:
 
 class Sidecar:
     def __init__(self, tmp_path: Path, failures: AuthFailures | None = None, **web: Any) -> None:
+        """`web`: write_web_config's arguments (users, extra, cost)."""
         token_file = tmp_path / "token"
         token_file.write_text(TOKEN)
         extra: dict[str, Any] = {"events_token_file": token_file}
@@ -302,3 +303,52 @@ def test_verified_credentials_pass_while_their_address_is_slowed_down(
     assert out["throttled clients"] == 1
     assert failures.counts[("/metrics", "wrong")] == 6
     assert failures.counts[("/metrics", "throttled")] == 3
+
+
+def test_a_check_not_done_in_time_is_answered_429_and_counted_pending(tmp_path: Path) -> None:
+    """A cost-12 hash (about 0.3 s a check) and an answer due at once: 429 with Retry-After,
+    counted as pending, not as a failure; the check goes on, and once it is done the same
+    credentials pass from the cache."""
+    env = Sidecar(tmp_path, users={"prometheus": PASSWORD}, cost=12)
+    assert env.sidecar.web is not None
+    env.app = WebGuard(env.app.app, env.sidecar.web, env.sidecar.auth_failures,
+                       basic_auth.BasicAuth(answer_within=0.01))
+    guard = env.app
+
+    async def go(c: httpx.AsyncClient) -> list[httpx.Response]:
+        first = await c.get("/metrics", headers=_basic("prometheus", PASSWORD))
+        for _ in range(200):
+            if guard.basic.checks_running == 0:
+                break
+            await asyncio.sleep(0.05)
+        return [first, await c.get("/metrics", headers=_basic("prometheus", PASSWORD))]
+
+    first, second = env.run(go)
+    assert first.status_code == 429 and first.headers["retry-after"] == "1"
+    assert b"still being checked" in first.content
+    assert second.status_code == 200
+    assert env.failures("/metrics", "pending") == 1
+    assert env.failures("/metrics", "wrong") == 0
+
+
+def test_exporter_toolkits_zero_burst_and_a_numeric_header(tmp_path: Path) -> None:
+    """`X-XSS-Protection: 1` (a YAML number) is sent as "1"; an interval with `burst: 0` lets no
+    request through, as exporter-toolkit's limiter, but the probes; `interval: 0` is no limit."""
+    for name in ("closed", "open"):
+        (tmp_path / name).mkdir()
+    closed = Sidecar(tmp_path / "closed", extra=(
+        "http_server_config:\n  headers:\n    X-XSS-Protection: 1\n"
+        "rate_limit:\n  interval: 1s\n  burst: 0\n"))
+
+    async def go(c: httpx.AsyncClient) -> list[httpx.Response]:
+        return [await c.get("/status"), await c.get("/status"), await c.get("/healthz")]
+
+    first, second, health = closed.run(go)
+    assert first.status_code == second.status_code == 429
+    assert health.status_code == 200 and health.headers["x-xss-protection"] == "1"
+    open_ = Sidecar(tmp_path / "open", extra="rate_limit:\n  interval: 0\n  burst: 0\n")
+
+    async def many(c: httpx.AsyncClient) -> list[int]:
+        return [(await c.get("/status")).status_code for _ in range(30)]
+
+    assert open_.run(many) == [200] * 30

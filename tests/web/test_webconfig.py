@@ -6,6 +6,7 @@ import argparse
 import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import bcrypt
@@ -17,6 +18,7 @@ from structlog.testing import capture_logs
 
 from exporter import config as cfg
 from exporter import placeholders
+from exporter.web.hashes import Trials
 from exporter.web.state import WebConfigState
 from exporter.web.webconfig import WebConfigError, load, parse_duration
 from tools.pki import CA, bcrypt_hash, write_web_config
@@ -99,7 +101,7 @@ tls_server_config:
   client_auth_type: RequireAnyClientCert
   min_version: TLS14
   cipher_suites: [TLS_RSA_WITH_RC4_128_SHA]
-  curve_preferences: [X25519]
+  curve_preferences: [CurveX]
 basic_auth_users:
   alice: not-a-hash
   "bob:x": {bcrypt_hash("pw")}
@@ -114,22 +116,24 @@ unknown_top: 1
     with pytest.raises(WebConfigError) as err:
         load(path)
     text = "\n".join(err.value.errors)
-    for needle in ("unknown_top: unknown field", "key_file:", "missing.key",
-                   "RequireAnyClientCert", "TLS14", "unknown cipher: TLS_RSA_WITH_RC4_128_SHA",
-                   "curve_preferences: not supported", "basic_auth_users.alice: not a bcrypt hash",
-                   "'bob:x' is not a user name", "X-Frame-Options", "'Server' can not be configured",
-                   "rate_limit.interval"):
+    for needle in ("line 17: unknown_top: unknown field", "key_file:", "missing.key",
+                   "RequireAnyClientCert", "unknown TLS version: TLS14",
+                   "unknown cipher: TLS_RSA_WITH_RC4_128_SHA", "unknown curve: CurveX",
+                   "basic_auth_users.alice: not a bcrypt hash", "'bob:x' can never log in",
+                   "invalid value for X-Frame-Options", "'Server' can not be configured",
+                   "line 16: rate_limit.interval: cannot unmarshal !!str `soon` into time.Duration"):
         assert needle in text, needle
     assert "not-a-hash" not in text  # a (wrong) secret is never echoed
 
 
 @pytest.mark.parametrize(("tls", "message"), [
     ("  client_ca_file: {ca}\n", "client CA's have been configured without a Client Auth Policy"),
-    ("  client_auth_type: RequireAndVerifyClientCert\n", "needs client_ca_file or client_ca"),
+    ("  client_auth_type: RequireAndVerifyClientCert\n",
+     "RequireAndVerifyClientCert without client_ca_file or client_ca"),
     ("  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: {ca}\n"
      "  client_allowed_sans: [prometheus]\n", "requires client_auth_type RequireAndVerifyClientCert"),
     ("  min_version: TLS13\n  max_version: TLS12\n", "above max_version"),
-    ("  client_auth_type: Sometimes\n", "invalid ClientAuth 'Sometimes'"),
+    ("  client_auth_type: Sometimes\n", "invalid ClientAuth: Sometimes"),
 ])
 def test_inconsistent_tls(tmp_path: Path, ca: CA, tls: str, message: str) -> None:
     server = ca.issue("server4", server=True)
@@ -257,7 +261,8 @@ def test_not_yaml_and_not_a_mapping(tmp_path: Path) -> None:
     with pytest.raises(WebConfigError, match="not valid YAML"):
         load(path)
     path.write_text("- a list\n")
-    with pytest.raises(WebConfigError, match="expected a mapping"):
+    with pytest.raises(WebConfigError,
+                       match=r"line 1: \(top\): cannot unmarshal !!seq into web.Config"):
         load(path)
 
 
@@ -266,6 +271,7 @@ def test_go_durations() -> None:
     assert parse_duration("1m30s") == 90.0
     assert parse_duration("250ms") == pytest.approx(0.25)
     assert parse_duration("0") == 0.0
+    assert parse_duration("-1.5s") == -1.5
     for bad in ("", "1", "s", "1x", "1s garbage", 5):
         assert parse_duration(bad) is None
 
@@ -321,3 +327,32 @@ def test_turning_tls_on_needs_a_restart(tmp_path: Path, ca: CA) -> None:
     write_web_config(path, server=ca.issue("later", server=True), users={"alice": "one"})
     now[0] = 2.0
     assert state.tls() is None and not state.last_reload_ok
+
+
+def test_a_slow_hash_loads_at_once_and_is_tried_in_the_background(tmp_path: Path) -> None:
+    """A cost-18 hash (about 15 s a check here) is not tried at load (well over the budget); the
+    load takes no check of it. A reload's new hashes are tried in the background only: one of
+    the example's password is refused when its trial ends, and said so."""
+    slow = "$2y$18$Oba1QfI15NPs6SFGFadnBe228HjLNxmK7MWm8k5zpcwARlb71HNLi"
+    path = tmp_path / "web.yml"
+    path.write_text(f"basic_auth_users:\n  bob: {slow}\n")
+    trials = Trials()
+    t0 = time.monotonic()
+    config, _ = load(path, trials=trials)
+    assert time.monotonic() - t0 < 1.0  # the promise: no check of it delays the start
+    assert set(config.users) == {"bob"} and trials.verdict(slow.encode()) is None
+
+    now = [0.0]
+    write_web_config(path, users={"alice": "own-Pa55"})
+    state = WebConfigState(path, clock=lambda: now[0], trials=trials)
+    assert set(state.users) == {"alice"}
+    write_web_config(path, users={"alice": "own-Pa55",
+                                  "prometheus": placeholders.SCRAPE_PASSWORD})
+    now[0] = 2.0
+    with capture_logs() as logs:
+        assert set(state.config.users) == {"alice", "prometheus"}  # loaded, not tried yet
+        assert trials.wait(30)
+    assert set(state.users) == {"alice"}  # refused once its trial ended
+    refused = [e for e in logs if e["event"] == "web_config_user_refused"]
+    assert [e["user"] for e in refused] == ["prometheus"]
+    assert "placeholder password" in refused[0]["reason"]
