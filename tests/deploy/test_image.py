@@ -340,7 +340,7 @@ def test_console_script(installed: Installed, tmp_path: Path) -> None:
     result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60,
                             check=False, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "{serve,check,status,simulate,demo,phase,evidence,probe,compare}" in result.stdout
+    assert "{serve,check,status,geometry,simulate,demo,phase,evidence,probe,compare,observer-cost}" in result.stdout
     # (`serve` and `simulate` themselves run from this install in the next test)
 
 
