@@ -57,7 +57,7 @@ def _groups(rules: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     return {"groups": [{"name": name, "rules": items} for name, items in grouped.items()]}
 
 
-def render_alerts(c: Config) -> str:
+def alerts_doc(c: Config) -> dict[str, Any]:
     """First the groups of recording rules the alerts read, then the alert groups in the order
     of their alerts (promtool evaluates groups in file order: the alerts see the records of the
     same evaluation time, as they do in Prometheus up to one interval later)."""
@@ -67,15 +67,32 @@ def render_alerts(c: Config) -> str:
     doc = _groups(rules)
     order = list(dict.fromkeys(a.group for a in alerts))
     doc["groups"].sort(key=lambda g: order.index(g["name"]) if g["name"] in order else -1)
-    return dump(doc)
+    return doc
+
+
+def recording_doc(c: Config) -> dict[str, Any]:
+    return _groups([(r.group, r.rule()) for r in groups.records(c)])
+
+
+def dcgm_doc(c: Config) -> dict[str, Any]:
+    return _groups([(r.group, r.rule()) for r in groups.optional_dcgm_records(c)])
+
+
+def rule_docs(c: Config) -> dict[Path, dict[str, Any]]:
+    """Every rule file as the data it is dumped from; mixin/generate.py reads the rules here."""
+    return {ALERTS_FILE: alerts_doc(c), RECORDING_FILE: recording_doc(c), DCGM_FILE: dcgm_doc(c)}
+
+
+def render_alerts(c: Config) -> str:
+    return dump(alerts_doc(c))
 
 
 def render_recording(c: Config) -> str:
-    return dump(_groups([(r.group, r.rule()) for r in groups.records(c)]))
+    return dump(recording_doc(c))
 
 
 def render_dcgm(c: Config) -> str:
-    return dump(_groups([(r.group, r.rule()) for r in groups.optional_dcgm_records(c)]))
+    return dump(dcgm_doc(c))
 
 
 def render_fragment(c: Config) -> str:
