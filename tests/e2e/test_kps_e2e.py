@@ -225,11 +225,12 @@ def test_under_kps_defaults_the_outage_is_held_back_and_the_resolve_carries_its_
     got = {(a["labels"]["alertname"], a["status"]) for a in resolved.post.body["alerts"]}
     assert got == {("HeliosRestoreBoundBreached", "resolved"),
                    ("HeliosRestoreWindowClosed", "firing")}, got
-    # kps's InfoInhibitor never fires for the notice, so Alertmanager never mutes it: a later
-    # flush (with production timers, the first one) still carries it.
+    # kps's InfoInhibitor does not mute the notice (it mutes severity info; with info, the notice
+    # alone in the namespace set it off and was muted within seconds), so a later flush (with
+    # production timers, the first one) still carries it. InfoInhibitor itself may fire for an
+    # evaluation or two while the window's info alerts outlive the breach.
     watch_until = time.monotonic() + 8
     while time.monotonic() < watch_until:
-        assert am_alerts(am, "InfoInhibitor") == [], am_alerts(am, "InfoInhibitor")
         (notice,) = am_alerts(am, "HeliosRestoreWindowClosed")
         assert notice["status"]["state"] == "active", notice["status"]
         time.sleep(0.5)
