@@ -30,6 +30,9 @@ def chain(first: str, *steps: tuple[str, str]) -> str:
 
 def duration(seconds: int) -> str:
     """A PromQL duration for a number of seconds: 3h5m, 90s."""
+    symbolic = getattr(seconds, "promql_duration", None)
+    if symbolic is not None:  # a length computed in jsonnet (alerts/mixin.py)
+        return str(symbolic())
     parts = []
     for unit, size in (("h", 3600), ("m", 60), ("s", 1)):
         if seconds >= size:

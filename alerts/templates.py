@@ -25,7 +25,9 @@ class T:
         # A missing label renders as "" (Prometheus templates use missingkey=zero), and
         # cluster="" matches the series that have no cluster label: one Prometheus per cluster.
         self._matchers = ",".join(f"{label}=%q" for label in labels)
-        self._args = " ".join(f"$labels.{label}" for label in labels)
+        # `(or $labels.x "")`, not `$labels.x`: vmalert's templates give a missing label as nil,
+        # which %q prints as %!q(<nil>) and fails the alert (Prometheus gives "").
+        self._args = " ".join(f'(or $labels.{label} "")' for label in labels)
 
     def query(self, metric_fmt: str, render: str, missing: str = "unknown",
               extra_args: str = "") -> str:

@@ -4,7 +4,8 @@
     python dashboards/generate.py            # write dashboards/helios-*.json
     python dashboards/generate.py --check    # exit 1 with a diff when committed JSON drifted
 
-Thresholds shared with the alerts (restore at-risk margin, page headroom, GPU power limit ratio,
+Each carries grafana.com's import metadata (dashboards/grafana_com.py). Thresholds shared with
+the alerts (restore at-risk margin, page headroom, GPU power limit ratio,
 the window memory of last_over_time) are read from alerts/config.yaml: regenerate both after
 changing it.
 """
@@ -22,6 +23,7 @@ if __package__ in (None, ""):  # run as a script: make `dashboards` importable
 from grafana_foundation_sdk.builders import dashboard as db
 
 from dashboards import gpu, offload, restore
+from dashboards.grafana_com import grafana_version, with_import_metadata
 from dashboards.lib import ALERTS_CONFIG, Settings, render
 from tools.generated import sync
 
@@ -38,7 +40,9 @@ DASHBOARDS: dict[str, Callable[[Settings], db.Dashboard]] = {
 def generate(config: Path = ALERTS_CONFIG) -> dict[str, str]:
     """File name -> JSON text of every dashboard."""
     settings = Settings.load(config)
-    return {name: render(build(settings)) for name, build in DASHBOARDS.items()}
+    version = grafana_version()
+    return {name: with_import_metadata(render(build(settings)), version)
+            for name, build in DASHBOARDS.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,6 +8,8 @@
   helios-alerts.yaml and helios-recording.yaml, not config.yaml), in file-name order, unchanged.
 - deploy/kubernetes/dashboards-configmap.yaml: one ConfigMap with every dashboards/*.json, byte
   for byte, labelled `grafana_dashboard: "1"` for the Grafana dashboard sidecar.
+- deploy/kube-prometheus-stack/: values.yaml, alertmanagerconfig.yaml and the rule the kps
+  inhibitions need (deploy/kps.py), from alerts/config.yaml and alerts/alertmanager.py.
 
 tests/deploy/test_generated.py runs `--check`, so a rule or dashboard added without rerunning
 this script fails the suite.
@@ -26,6 +28,9 @@ import yaml
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from alerts.config import ConfigError
+from alerts.generate import load_config
+from deploy import kps
 from tools.generated import sync
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,9 +133,16 @@ def _dump(header: str, doc: Mapping[str, Any]) -> str:
 def outputs(root: Path) -> dict[str, str]:
     """Relative path -> text of every generated file."""
     sources = ", ".join(f"alerts/{p.name}" for p in rule_files(root)) or "alerts/"
+    config = load_config(root / "alerts" / "config.yaml")
+    kps_sources = "alerts/config.yaml and alerts/alertmanager.py (deploy/kps.py)"
     return {
         RULE_OUTPUT: _dump(_header(sources), prometheus_rule(root)),
         DASHBOARD_OUTPUT: _dump(_header("dashboards/*.json"), dashboards_configmap(root)),
+        kps.VALUES: _dump(_header(f"{kps_sources}, {kps.KPS_DEFAULT} and {kps.TEMPLATE}")
+                          + kps.VALUES_NOTE, kps.values(config, root)),
+        kps.AMC: _dump(_header(kps_sources) + kps.AMC_NOTE, kps.alertmanager_config(config)),
+        kps.RULES: _dump(_header(kps_sources), kps.rule_file(config)),
+        kps.PROMETHEUS_RULE: _dump(_header(kps_sources), kps.prometheus_rule(config)),
     }
 
 
@@ -141,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         files = outputs(args.root)
-    except (GenerateError, OSError, yaml.YAMLError, KeyError, TypeError) as exc:
+    except (GenerateError, ConfigError, OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return sync(files, args.root, args.check, "python deploy/generate.py")

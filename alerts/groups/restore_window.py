@@ -30,6 +30,11 @@ NAMES = ("HeliosRestoreWindowOpen", "HeliosRestoreWindowClosed", "HeliosRestoreW
 
 END = "helios_restore_last_window_end_timestamp_seconds"
 RESTORED = "helios_restore_last_window_restored"
+# The notices' severity. Not `info`: kube-prometheus-stack's default Alertmanager configuration
+# mutes every `severity=info` alert of a namespace while its InfoInhibitor fires (no warning or
+# critical alert firing there), which is the moment a breach resolves; a notice must arrive with
+# that resolve (deploy/kube-prometheus-stack/README.md).
+NOTICE = "notice"
 OUTCOME_PHRASES = {
     "in_time": "closed in time",
     "late": "closed late",
@@ -126,7 +131,7 @@ def alerts(c: Config) -> list[Alert]:
         Alert(
             name="HeliosRestoreWindowClosed",
             group=GROUP,
-            severity="info",
+            severity=NOTICE,
             expr=chain(
                 f"{q.last(END, notice)} > time() - {c.outcome_notice.seconds}",
                 (
@@ -175,7 +180,7 @@ def alerts(c: Config) -> list[Alert]:
         Alert(
             name="HeliosRestoreWindowForgotten",
             group=GROUP,
-            severity="info",
+            severity=NOTICE,
             expr=chain(
                 # Seen in the `seen_span` before the memory began, and no longer remembered:
                 # what last_over_time(...[memory + seen_span]) would read, without reading the

@@ -34,8 +34,8 @@ CONTRACT_ALERTS = {
 # Extra alerts beyond the interface, each with a reason in docs/alerts.md.
 EXTRA_ALERTS = {
     "HeliosRestoreWindowOpen": "info",
-    "HeliosRestoreWindowClosed": "info",
-    "HeliosRestoreWindowForgotten": "info",
+    "HeliosRestoreWindowClosed": "notice",
+    "HeliosRestoreWindowForgotten": "notice",
 }
 
 RESTORE_ALERTS = (

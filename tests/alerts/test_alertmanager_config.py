@@ -66,8 +66,8 @@ def test_check_test_config(root: Path, amtool: str, tmp_path: Path) -> None:
         # The restore incident group: pages and the notices that say how they resolved.
         (["severity=critical", "alertname=HeliosRequestCutoffBreached"], "helios-page"),
         (["severity=critical", "alertname=HeliosRestoreCheckFailed"], "helios-page"),
-        (["severity=info", "alertname=HeliosRestoreWindowClosed"], "helios-page"),
-        (["severity=info", "alertname=HeliosRestoreWindowForgotten"], "helios-page"),
+        (["severity=notice", "alertname=HeliosRestoreWindowClosed"], "helios-page"),
+        (["severity=notice", "alertname=HeliosRestoreWindowForgotten"], "helios-page"),
         (["severity=warning", "alertname=HeliosRestoreBoundAtRisk"], "helios-ticket"),
         (["severity=critical", "alertname=HeliosEnginePinMismatch"], "helios-page"),
     ],
@@ -323,7 +323,7 @@ def test_a_resolve_arrives_with_its_notice_rendered_by_a_real_alertmanager(
         _post_alerts(base, [
             _restore_alert(*breach, ends=now, bound="restore"),
             _restore_alert(*cutoff, ends=now),
-            _restore_alert("HeliosRestoreWindowClosed", "info", closed, outcome="late"),
+            _restore_alert("HeliosRestoreWindowClosed", "notice", closed, outcome="late"),
             _restore_alert("HeliosRestoreCheckFailed", "critical",
                            "Post-restore check drained_admission failed on helios-exporter/h1:9400",
                            check="drained_admission"),

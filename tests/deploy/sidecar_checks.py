@@ -12,6 +12,7 @@ from kubernetes_validate.utils import latest_version
 
 from exporter import config as cfg
 
+from . import crd_schemas
 from .conftest import ROOT, check_serve_config, find, sidecar_environment
 
 SIDECAR = "helios-exporter"
@@ -27,10 +28,12 @@ CRD_KINDS = {"PodMonitor", "PrometheusRule"}
 
 
 def validate_all(objects: list[dict[str, Any]], version: str) -> list[str]:
-    """Strict schema errors of every core object, as 'Kind/name: path: message'."""
+    """Strict schema errors of every core object and of every Prometheus Operator object (its
+    pinned CRD schema, tests/deploy/crd_schemas.py), as 'Kind/name: path: message'."""
     errors = []
     for obj in objects:
-        if obj["kind"] in CRD_KINDS:
+        if obj["kind"] in crd_schemas.KINDS:
+            errors += crd_schemas.validate(obj)
             continue
         try:
             kubernetes_validate.validate(obj, version, strict=True)

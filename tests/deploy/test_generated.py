@@ -74,6 +74,10 @@ def _scratch_repo(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "dashboards", root / "dashboards")
     (root / "deploy").mkdir()
     shutil.copytree(KUBE, root / "deploy" / "kubernetes")
+    # deploy/kube-prometheus-stack is made of kps's default and helios.tmpl as well.
+    for rel in ("deploy/kube-prometheus-stack", "deploy/alertmanager",
+                "tests/fixtures/kube-prometheus-stack"):
+        shutil.copytree(ROOT / rel, root / rel)
     return root
 
 

@@ -120,9 +120,11 @@ def test_multi_stage_on_a_pinned_slim_python(dockerfile: list[Instruction]) -> N
     base = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], froms[-1].split()[0])
     assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", base), base
     assert froms[0].split()[-1] == "build" and froms[0].split()[1].upper() == "AS"
-    # the runtime installs the wheel built in stage 1, nothing from the network
-    install = " ".join(_final(dockerfile, "RUN"))
-    assert "from=build" in install and "--no-index" in install and "helios_exporter-*.whl" in install
+    # the runtime copies the virtualenv stage 1 installed from its own wheels, nothing from the
+    # network
+    build = " ".join(i.args for i in dockerfile if i.stage == 0 and i.op == "RUN")
+    assert "--no-index" in build and "helios_exporter-*.whl" in build and "--without-pip" in build
+    assert _final(dockerfile, "COPY") == ["--from=build /opt/helios-exporter /opt/helios-exporter"]
 
 
 def test_runtime_user_ports_health_and_entrypoint(dockerfile: list[Instruction]) -> None:

@@ -226,7 +226,7 @@ def test_breached_bounds_page_and_resolve_after_the_restore(run: Run) -> None:
     notice = wait_delivery(hook, "HeliosRestoreWindowClosed", t.instance, "firing", 20)
     assert notice.post.receiver == "helios-page"
     assert notice.labels["outcome"] == "late"
-    assert notice.labels["severity"] == "info"
+    assert notice.labels["severity"] == "notice"
     bound_resolved = hook.deliveries("HeliosRestoreBoundBreached", status="resolved",
                                      instance=t.instance)[0]
     # The notice may reach Alertmanager a flush earlier than the resolve (Prometheus sends each
