@@ -59,6 +59,8 @@ PATHS = {
     "power_limit_ratio": "gpu.power_limit_ratio",
     "power_avg_window": "gpu.power_avg_window",
     "restart_window": "engine.restart_window",
+    "certificate_ticket": "exporter.certificate_expiry_ticket",
+    "certificate_page": "exporter.certificate_expiry_page",
     "dcgm_selector": "dcgm.selector",
 }
 FIXED = ("target_labels",)  # rendered as configured; the mixin asserts they are unchanged

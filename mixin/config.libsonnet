@@ -22,7 +22,9 @@
     },
     exporter: {
       alert_when_no_target: true,
-      down_grace: "60s"
+      down_grace: "60s",
+      certificate_expiry_ticket: "14d",
+      certificate_expiry_page: "3d"
     },
     offload: {
       page_headroom_ratio: 0.25,
@@ -49,6 +51,8 @@
       HeliosEngineSnapshotFailing: "30s",
       HeliosExporterCollectorFailing: "5m",
       HeliosExporterWebConfigReloadFailed: "5m",
+      HeliosExporterCertificateExpiring: "10m",
+      HeliosExporterCertificateExpiryImminent: "5m",
       HeliosEnginePinMismatch: "1m",
       HeliosEngineRestartedOutsideWindow: "0m",
       HeliosOffloadRowPressureWithPageHeadroom: "15m",
@@ -69,6 +73,8 @@
       HeliosEngineSnapshotFailing: "warning",
       HeliosExporterCollectorFailing: "warning",
       HeliosExporterWebConfigReloadFailed: "warning",
+      HeliosExporterCertificateExpiring: "warning",
+      HeliosExporterCertificateExpiryImminent: "critical",
       HeliosEnginePinMismatch: "critical",
       HeliosEngineRestartedOutsideWindow: "warning",
       HeliosOffloadRowPressureWithPageHeadroom: "info",
@@ -89,6 +95,8 @@
       HeliosEngineSnapshotFailing: true,
       HeliosExporterCollectorFailing: true,
       HeliosExporterWebConfigReloadFailed: true,
+      HeliosExporterCertificateExpiring: true,
+      HeliosExporterCertificateExpiryImminent: true,
       HeliosEnginePinMismatch: true,
       HeliosEngineRestartedOutsideWindow: true,
       HeliosOffloadRowPressureWithPageHeadroom: true,

@@ -246,6 +246,11 @@ class PrefixIndex:
         node.row, node.had_row, node.durable = row, True, False
         self.retired.discard(key, node.prefix)
         node.pins += 1
+        # Making room may have retired the only child of a rowless node on the held path (the
+        # held pins kept it from being pruned then): prune what is left as a rowless leaf now.
+        for n_ in held:
+            if n_.node_id in self._nodes:
+                self._prune(n_)
         for n_ in node.path():
             n_.last_access = now
         return node.node_id

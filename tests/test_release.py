@@ -34,6 +34,7 @@ def test_changelog_has_this_version() -> None:
     assert headings[:2] == ["Unreleased", VERSION] or headings[0] == VERSION, headings
 
 
+@pytest.mark.e2e  # git ls-files
 def test_every_shown_version_is_pyprojects() -> None:
     wrong = []
     for path in tracked("deploy", "docs", "README.md", "Dockerfile", "exporter", "scripts"):
@@ -47,6 +48,7 @@ def test_every_shown_version_is_pyprojects() -> None:
     assert not wrong, f"pyproject.toml says {VERSION}:\n" + "\n".join(wrong)
 
 
+@pytest.mark.e2e  # git ls-files
 def test_the_placeholder_registry_is_called_one_wherever_it_appears() -> None:
     unnamed = []
     for path in tracked("deploy", "docs", "README.md", "Dockerfile", "scripts", "mixin"):

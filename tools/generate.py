@@ -82,6 +82,12 @@ def _deploy(root: Path) -> dict[str, str]:
     return generate.outputs(root)
 
 
+def _mixin(root: Path) -> dict[str, str]:
+    from alerts import mixin
+
+    return mixin.outputs(root / "alerts" / "config.yaml", root)
+
+
 def _options(root: Path) -> dict[str, str]:
     from exporter.config import markdown_table
 
@@ -132,6 +138,7 @@ GENERATORS: tuple[Generator, ...] = (
     Derived("alerts", "python alerts/generate.py", _alerts),
     Derived("dashboards", "python dashboards/generate.py", _dashboards),
     Derived("deploy", "python deploy/generate.py", _deploy),  # reads alerts/ and dashboards/
+    Derived("mixin", "python alerts/mixin.py", _mixin),  # reads alerts/ and dashboards/
     Derived("options", "python -m exporter.config --markdown", _options),
     Derived("snapshot-schema", "scripts/generate snapshot-schema", _snapshot_schema),
     Derived("benchmarks", "python bench/report.py bench/results/latest.json", _benchmarks),

@@ -54,7 +54,7 @@ def _certificate_alerts(c: Config, q: Q, t: T) -> list[Alert]:
             name="HeliosExporterCertificateExpiring",
             group=GROUP,
             severity="warning",
-            expr=f"{left} < {ticket:.0f} and {left} >= {page:.0f}",
+            expr=f"{left} < {ticket} and {left} >= {page}",
             summary=f"The Helios sidecar {t.target} serves a certificate that expires within "
                     f"{c.certificate_ticket}",
             description=(
@@ -74,7 +74,7 @@ def _certificate_alerts(c: Config, q: Q, t: T) -> list[Alert]:
             name="HeliosExporterCertificateExpiryImminent",
             group=GROUP,
             severity="critical",
-            expr=f"{left} < {page:.0f}",
+            expr=f"{left} < {page}",
             summary=f"The certificate of the Helios sidecar {t.target} expires within "
                     f"{c.certificate_page}, or has expired",
             description=(

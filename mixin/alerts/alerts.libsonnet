@@ -242,6 +242,30 @@ local h = import '../lib/helios.libsonnet';
               runbook_url: std.rstripChars(c.runbook_base_url, '/') + "/HeliosExporterWebConfigReloadFailed.md",
             },
           } + h.forField(c["for"].HeliosExporterWebConfigReloadFailed),
+          {
+            alert: "HeliosExporterCertificateExpiring",
+            expr: "(last_over_time(helios_exporter_tls_certificate_expiry_timestamp_seconds{" + c.selector + "}[" + c.window_memory + "]) - time()) < " + std.toString(h.seconds(c.exporter.certificate_expiry_ticket)) + " and (last_over_time(helios_exporter_tls_certificate_expiry_timestamp_seconds{" + c.selector + "}[" + c.window_memory + "]) - time()) >= " + std.toString(h.seconds(c.exporter.certificate_expiry_page)),
+            labels: {
+              severity: c.severity.HeliosExporterCertificateExpiring,
+            },
+            annotations: {
+              summary: "The Helios sidecar {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }} serves a certificate that expires within " + c.exporter.certificate_expiry_ticket,
+              description: "The {{ if eq $labels.certificate \"client_ca\" }}client CA (the CA that clients' certificates must chain to){{ else }}server certificate{{ end }} of the web configuration in force on the sidecar {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }} expires at {{ with printf `last_over_time(helios_exporter_tls_certificate_expiry_timestamp_seconds{" + c.cluster_label + "=%q,job=%q,instance=%q,certificate=%q}[" + c.window_memory + "])` (or $labels." + c.cluster_label + " \"\") (or $labels.job \"\") (or $labels.instance \"\") $labels.certificate | query }}{{ . | first | value | humanizeTimestamp }}{{ else }}unknown{{ end }} (in {{ $value | humanizeDuration }}), within " + c.exporter.certificate_expiry_ticket + ". Once it has expired, every client that verifies it (Prometheus, with tls_config as shipped) refuses the connection: the sidecar cannot be scraped, HeliosExporterDown fires, and the restore alerts go on from the last values seen for " + c.window_memory + ". Renew it where it comes from (a cert-manager Certificate, the file given in the web configuration); the sidecar serves a renewed file from the next connection, without a restart. It pages (HeliosExporterCertificateExpiryImminent) from " + c.exporter.certificate_expiry_page + " before.",
+              runbook_url: std.rstripChars(c.runbook_base_url, '/') + "/HeliosExporterCertificateExpiring.md",
+            },
+          } + h.forField(c["for"].HeliosExporterCertificateExpiring),
+          {
+            alert: "HeliosExporterCertificateExpiryImminent",
+            expr: "(last_over_time(helios_exporter_tls_certificate_expiry_timestamp_seconds{" + c.selector + "}[" + c.window_memory + "]) - time()) < " + std.toString(h.seconds(c.exporter.certificate_expiry_page)),
+            labels: {
+              severity: c.severity.HeliosExporterCertificateExpiryImminent,
+            },
+            annotations: {
+              summary: "The certificate of the Helios sidecar {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }} expires within " + c.exporter.certificate_expiry_page + ", or has expired",
+              description: "The {{ if eq $labels.certificate \"client_ca\" }}client CA (the CA that clients' certificates must chain to){{ else }}server certificate{{ end }} of the web configuration in force on the sidecar {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }} {{ if lt $value 0.0 }}expired at {{ with printf `last_over_time(helios_exporter_tls_certificate_expiry_timestamp_seconds{" + c.cluster_label + "=%q,job=%q,instance=%q,certificate=%q}[" + c.window_memory + "])` (or $labels." + c.cluster_label + " \"\") (or $labels.job \"\") (or $labels.instance \"\") $labels.certificate | query }}{{ . | first | value | humanizeTimestamp }}{{ else }}unknown{{ end }} (as last seen){{ else }}expires at {{ with printf `last_over_time(helios_exporter_tls_certificate_expiry_timestamp_seconds{" + c.cluster_label + "=%q,job=%q,instance=%q,certificate=%q}[" + c.window_memory + "])` (or $labels." + c.cluster_label + " \"\") (or $labels.job \"\") (or $labels.instance \"\") $labels.certificate | query }}{{ . | first | value | humanizeTimestamp }}{{ else }}unknown{{ end }} (in {{ $value | humanizeDuration }}){{ end }}. Once it has expired, every client that verifies it (Prometheus, with tls_config as shipped) refuses the connection: the sidecar cannot be scraped, HeliosExporterDown fires, and the restore alerts go on from the last values seen for " + c.window_memory + ". Renew it where it comes from (a cert-manager Certificate, the file given in the web configuration); the sidecar serves a renewed file from the next connection, without a restart.",
+              runbook_url: std.rstripChars(c.runbook_base_url, '/') + "/HeliosExporterCertificateExpiryImminent.md",
+            },
+          } + h.forField(c["for"].HeliosExporterCertificateExpiryImminent),
         ],
       },
       {
@@ -296,7 +320,7 @@ local h = import '../lib/helios.libsonnet';
             },
             annotations: {
               summary: "Offload snapshot byte arithmetic does not hold on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }}",
-              description: "As of {{ with query \"time()\" }}{{ . | first | value | humanizeTimestamp }}{{ end }}, the offload snapshot of generation {{ $labels.generation }} on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }} failed a geometry rule: row and page capacity times record bytes within the budget, resident bytes within the budget, lookup hits plus misses not above lookups (/status names the rule). Offload figures of this generation are not evidence until it holds again.",
+              description: "As of {{ with query \"time()\" }}{{ . | first | value | humanizeTimestamp }}{{ end }}, the offload snapshot of generation {{ $labels.generation }} on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }} failed a geometry rule: row and page capacity times record bytes within the budget, resident bytes within the budget, lookup hits plus misses not above lookups, or (with --expect-layout) each slab's record bytes as the pinned model layout derives them (/status names the rule, and for the layout the record bytes expected and found). Offload figures of this generation are not evidence until it holds again.",
               runbook_url: std.rstripChars(c.runbook_base_url, '/') + "/HeliosOffloadGeometryInconsistent.md",
             },
           } + h.forField(c["for"].HeliosOffloadGeometryInconsistent),

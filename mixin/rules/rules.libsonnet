@@ -76,6 +76,10 @@ local h = import '../lib/helios.libsonnet';
             record: "helios:offload_row_pressure_with_page_headroom:ratio_rate" + c.rate_window,
             expr: "helios:offload_row_pressure_with_page_headroom:rate" + c.rate_window + "{" + c.selector + "}\n/ ignoring (pressure)\n(helios:offload_eviction_attempts:rate" + c.rate_window + "{" + c.selector + ", pressure=\"row\"} > 0)",
           },
+          {
+            record: "helios:offload_rows_in_free_page_bytes:floor",
+            expr: "max without (generation) (\n  floor(\n    (helios_offload_slab_free{" + c.selector + ", kind=\"page\"}\n     * helios_offload_slab_record_bytes{" + c.selector + ", kind=\"page\"})\n    / ignoring (kind)\n    helios_offload_slab_record_bytes{" + c.selector + ", kind=\"row\"}\n  )\n)",
+          },
         ],
       },
       {

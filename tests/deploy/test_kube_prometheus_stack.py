@@ -21,6 +21,8 @@ from tests.helpers import missing
 from . import crd_schemas
 from .conftest import DEPLOY, ROOT, find, kustomize, load_docs
 
+pytestmark = pytest.mark.e2e  # amtool, promtool and kustomize
+
 KPS_DIR = DEPLOY / "kube-prometheus-stack"
 KPS_DEFAULT = ROOT / "tests" / "fixtures" / "kube-prometheus-stack" / "alertmanager-config.yaml"
 

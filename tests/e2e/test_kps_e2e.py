@@ -30,7 +30,8 @@ import yaml
 
 from tests.e2e.procs import ROOT, Stack
 from tests.e2e.scripted import Exposition
-from tests.e2e.webhook import WebhookReceiver
+from tests.process_guard import process_fixture
+from tools.webhook import WebhookReceiver
 
 pytestmark = pytest.mark.e2e
 
@@ -145,7 +146,7 @@ def _scrape_configs(sidecar: Exposition, ksm: Exposition) -> str:
     )
 
 
-@pytest.fixture
+@process_fixture
 def chain(tmp_path: Path) -> Iterator[Chain]:
     stack = Stack(tmp_path)
     templates = tmp_path / "templates"

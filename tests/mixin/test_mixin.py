@@ -19,6 +19,8 @@ from alerts import render
 from alerts.generate import load_config
 from tests.helpers import missing
 
+pytestmark = pytest.mark.e2e  # every test runs jsonnet or the generator
+
 ROOT = Path(__file__).resolve().parents[2]
 MIXIN = ROOT / "mixin"
 SHIPPED = {

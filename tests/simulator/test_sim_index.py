@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from simulator.index import PrefixIndex
@@ -231,6 +231,13 @@ ops = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(ops)
+# A store that made room by retiring the only child of a rowless node on its own path once left
+# that node as a rowless leaf (its pages unreachable) after the store split its edge.
+@example([("store", [1], 1, False), ("store", [0], 1, False), *[("complete", 0)] * 6,
+          ("store", [1, 1], 4, True), ("store", [0, 0, 0, 0], 4, False),
+          ("store", [1, 1, 0], 3, True), ("complete", 0), ("store", [0], 1, True),
+          ("complete", 0), ("store", [0], 1, False), *[("complete", 0)] * 3,
+          ("store", [1, 0], 1, True)])
 def test_slab_counts_stay_in_bounds_and_records_have_one_owner(script: list[tuple]) -> None:
     """Also what each miss reason claims about the history: `no_prefix`, no checkpoint on the
     prompt's path was ever stored under any key; `evicted`, one was stored under this key. A
