@@ -21,9 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    cli.add_arguments(parser)
-    return parser.parse_args(list(argv))
+    return cli.parser(environ={}).parse_args(list(argv))
 
 
 def test_defaults() -> None:
@@ -132,11 +130,8 @@ def test_address_in_use_exits_1() -> None:
 
 
 def test_every_option_and_scenario_is_documented() -> None:
-    parser = argparse.ArgumentParser()
-    cli.add_arguments(parser)
     doc = (ROOT / "docs" / "simulator.md").read_text()
-    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
-    missing = [o for o in options if o != "--help" and f"`{o}" not in doc]
+    missing = [o.flag for o in cli.OPTIONS if f"`{o.flag}" not in doc]
     assert missing == []
     assert [s for s in SCENARIOS if f"**{s}**" not in doc] == []
     assert [c for c in LANES if f"| `{c}` |" not in doc] == []
