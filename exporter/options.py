@@ -246,10 +246,9 @@ def resolve(options: Iterable[Option], given: Mapping[str, Any],
     values: dict[str, Any] = {}
     errors: list[str] = []
     for opt in options:
-        raw = given.get(opt.dest)
-        from_env = raw is None and opt.env is not None and opt.env in environ
-        if from_env:
-            raw = environ[opt.env]  # type: ignore[index]
+        raw, from_env = given.get(opt.dest), False
+        if raw is None and opt.env is not None and opt.env in environ:
+            raw, from_env = environ[opt.env], True
         values[opt.dest] = opt.default_value()
         if raw is None:
             if opt.required:

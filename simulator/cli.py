@@ -53,27 +53,28 @@ OPTIONS = (
     Option("--geometry", "str", DEFAULT_GEOMETRY, "the tier the options below start from: "
            + "; ".join(f"{name}: {g.summary}" for name, g in GEOMETRIES.items()),
            choices=tuple(GEOMETRIES), group=TIER),
-    Option("--budget-bytes", "int", None, "host offload budget in bytes",
+    Option("--budget-bytes", "int", None, "host offload budget in bytes", above=0,
            default_text="the geometry's, 32 GiB", group=TIER),
     Option("--row-fraction", "float", None, "share of the budget for recurrent-state rows",
-           default_text="the geometry's, 0.25", group=TIER),
-    Option("--row-record-bytes", "int", None, "bytes of one row record",
+           above=0, below=1, default_text="the geometry's, 0.25", group=TIER),
+    Option("--row-record-bytes", "int", None, "bytes of one row record", above=0,
            default_text="the geometry's; generic 16 MiB", group=TIER),
-    Option("--page-record-bytes", "int", None, "bytes of one page record",
+    Option("--page-record-bytes", "int", None, "bytes of one page record", above=0,
            default_text="the geometry's, 1 MiB", group=TIER),
     Option("--tokens-per-page", "int", EngineConfig.tokens_per_page,
-           "tokens in one KV page, i.e. one index block", group=TIER),
+           "tokens in one KV page, i.e. one index block", above=0, group=TIER),
     Option("--stores-per-request", "int", None, "checkpoints stored per request, spread over the "
-           "prompt's blocks", metavar="N", default_text="the geometry's, 3 for seed-001; with "
+           "prompt's blocks", low=1, metavar="N", default_text="the geometry's, 3 for seed-001; with "
            "generic the scenario's: 3, or 12 for reverse-replay, idle and demo", group=TIER),
     Option("--time-scale", "float", EngineConfig.time_scale, "run requests and host stores "
            "FACTOR times faster than real time; the engine's metrics still record the modelled "
-           "latency", metavar="FACTOR", group=TIMING),
+           "latency", above=0, metavar="FACTOR", group=TIMING),
     Option("--latency-noise", "float", LatencyModel.noise, "sigma of the seeded log-normal noise "
-           "on each request's latency, 0 for none", metavar="SIGMA", group=TIMING),
+           "on each request's latency, 0 for none", low=0, high=1, metavar="SIGMA",
+           group=TIMING),
     Option("--trace-cost", "float", EngineConfig.trace_cost, "the fraction by which tracing "
            "lengthens each generated token's time while it is on (POST /admin/trace), e.g. 0.05",
-           metavar="F", group=TIMING),
+           low=0, high=10, metavar="F", group=TIMING),
     Option("--model-name", "text", EngineConfig.model_name,
            "served model name, the model_name label", group=IDENTITY),
     Option("--checkpoint", "text", EngineConfig.checkpoint, "model checkpoint", group=IDENTITY),
@@ -87,7 +88,7 @@ OPTIONS = (
            group=API),
     Option("--early-stop", "int", None, "a fault: end every completion after N tokens, whatever "
            "the request asked for (min_tokens, ignore_eos): a candidate whose outputs stop early",
-           metavar="N", group=API),
+           low=0, metavar="N", group=API),
     Option("--outage-after", "float", None, "serve this long before admission turns draining",
            metavar="S", default_text=_outage_default("outage_after"), group=OUTAGE),
     Option("--drain-seconds", "float", None, "stay draining this long, then closed", metavar="S",
@@ -103,7 +104,8 @@ OPTIONS = (
     Option("--outage-new-image", "bool", False,
            "restore with a different image digest (a failed image check)", group=OUTAGE),
     Option("--outage-stuck-requests", "int", 0,
-           "keep N requests in flight through draining and closed", metavar="N", group=OUTAGE),
+           "keep N requests in flight through draining and closed", low=0, metavar="N",
+           group=OUTAGE),
 )
 
 
@@ -120,20 +122,10 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
         overrides["stores_per_request"] = named.stores_per_request
     if args.stores_per_request is not None:
         overrides["stores_per_request"] = args.stores_per_request
-    if overrides.get("stores_per_request", 1) < 1:
-        raise ValueError("--stores-per-request must be at least 1")
-    if not args.time_scale > 0:
-        raise ValueError(f"--time-scale must be positive, got {args.time_scale}")
-    if not 0 <= args.latency_noise <= 1:
-        raise ValueError(f"--latency-noise must be in [0, 1], got {args.latency_noise}")
-    if not 0 <= args.trace_cost <= 10:
-        raise ValueError(f"--trace-cost must be in [0, 10], got {args.trace_cost}")
     given = {name: getattr(args, name) for name in
              ("budget_bytes", "row_fraction", "row_record_bytes", "page_record_bytes")
              if getattr(args, name) is not None}
     geometry = dataclasses.replace(named.slabs, **given)
-    if args.early_stop is not None and args.early_stop < 0:
-        raise ValueError(f"--early-stop must not be negative, got {args.early_stop}")
     return EngineConfig(
         geometry=geometry, tokens_per_page=args.tokens_per_page, model_name=args.model_name,
         checkpoint=args.checkpoint, package=args.package, image_digest=args.image_digest,
