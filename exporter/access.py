@@ -1,9 +1,9 @@
 """How the command-line clients reach a sidecar behind its web configuration (docs/interface.md
 section 3.1): basic auth and TLS from `--user`, `--password-file`, `--ca-file` and `--insecure`.
 
-`status`, `phase`, `evidence` and `probe` take the same four flags, so one shell variable of
-flags serves every command, and build their HTTP client here. What a refused request means is
-said here too, so every command words a 401 and a TLS failure alike.
+`status`, `phase`, `evidence`, `probe` and `observer-cost` take the same four flags (OPTIONS), so
+one shell variable of flags serves every command, and build their HTTP client here. What a
+refused request means is said here too, so every command words a 401 and a TLS failure alike.
 """
 
 from __future__ import annotations
@@ -11,24 +11,25 @@ from __future__ import annotations
 import argparse
 import re
 import ssl
-from pathlib import Path
 from typing import Any
 
 import httpx
+
+from exporter.options import Option
 
 
 class AccessError(ValueError):
     """The flags cannot be used (a command exits 2); the message says why."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--user", help="basic-auth user, when the sidecar requires it")
-    parser.add_argument("--password-file", type=Path, metavar="F",
-                        help="file holding the basic-auth password (one line)")
-    parser.add_argument("--ca-file", type=Path, metavar="F",
-                        help="CA certificate(s) that sign the sidecar's TLS certificate")
-    parser.add_argument("--insecure", action="store_true",
-                        help="do not verify the sidecar's TLS certificate")
+OPTIONS = (
+    Option("--user", "text", None, "basic-auth user, when the sidecar requires it"),
+    Option("--password-file", "path", None, "file holding the basic-auth password (one line)",
+           metavar="F"),
+    Option("--ca-file", "path", None, "CA certificate(s) that sign the sidecar's TLS certificate",
+           metavar="F"),
+    Option("--insecure", "bool", False, "do not verify the sidecar's TLS certificate"),
+)
 
 
 def basic_auth(args: argparse.Namespace) -> httpx.BasicAuth | None:

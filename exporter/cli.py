@@ -1,116 +1,57 @@
 """Console script `helios-exporter`: serve, check, status, geometry, simulate, demo; phase,
-evidence, probe, compare."""
+evidence, probe, compare, observer-cost. Each command's options are declared once
+(exporter/options.py); its parser, variables, checks and --help come from them."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from exporter import config as cfg
 from exporter import logs
+from exporter.options import Option, OptionParser
 from exporter.version import DISTRIBUTION, PYTHON_VERSION, VERSION
 
 _ENV_EPILOG = f"Every flag also reads {cfg.ENV_PREFIX}<FLAG> (upper case, dashes as underscores); " \
     "flags given on the command line win."
 
 
-def env_name(action: argparse.Action) -> str:
-    """HELIOS_EXPORTER_<FLAG> for an optional action (its first long flag, else its dest)."""
-    long = [s for s in action.option_strings if s.startswith("--")]
-    name = long[0].lstrip("-") if long else action.dest
-    return cfg.ENV_PREFIX + name.replace("-", "_").upper()
+@dataclass(frozen=True, slots=True)
+class Command:
+    help: str
+    options: tuple[Option, ...]
+    description: str | None = None
 
 
-def apply_env_defaults(parser: argparse.ArgumentParser,
-                       environ: Mapping[str, str] | None = None) -> dict[argparse.Action, str]:
-    """Make every set HELIOS_EXPORTER_<FLAG> the default of that optional action of `parser`.
+def commands() -> dict[str, Command]:
+    """Every command and its declared options (exporter/options.py), in --help order."""
+    from exporter.demo import command as demo
+    from exporter.experiment.commands import COMMANDS
+    from exporter.geometry_command import OPTIONS as GEOMETRY
+    from exporter.oncall.terminal import OPTIONS as STATUS
 
-    Values are converted with the action's `type` and checked against its `choices`; store_true /
-    store_false actions take true/false, 1/0, yes/no or on/off; a required option whose variable
-    is set is no longer required. Flags on the command line still win. Returns, per action, why
-    its variable cannot be used (that action is left as it was).
-    """
-    environ = os.environ if environ is None else environ
-    errors: dict[argparse.Action, str] = {}
-    for action in parser._actions:
-        if not action.option_strings or isinstance(action, argparse._HelpAction | argparse._VersionAction):
-            continue
-        name = env_name(action)
-        raw = environ.get(name)
-        if raw is None:
-            continue
-        where = f"{name} ({'/'.join(action.option_strings)})"
-        value: Any
-        if isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction):
-            given = cfg.parse_bool(raw)
-            if given is None:
-                errors[action] = f"{where}: expected true/false, 1/0, yes/no or on/off, got {raw!r}"
-                continue
-            value = action.const if given else not action.const
-        elif isinstance(action, argparse._StoreAction) and action.nargs is None:
-            convert = action.type if callable(action.type) else str
-            try:
-                value = convert(raw)
-            except argparse.ArgumentTypeError as exc:
-                errors[action] = f"{where}: {exc}"
-                continue
-            except (TypeError, ValueError):
-                kind = getattr(action.type, "__name__", "value")
-                errors[action] = f"{where}: invalid {kind} value: {raw!r}"
-                continue
-            if action.choices is not None and value not in action.choices:
-                choices = ", ".join(map(str, action.choices))
-                errors[action] = f"{where}: expected one of {choices}, got {raw!r}"
-                continue
-        else:
-            errors[action] = f"{where}: this option cannot be set from the environment"
-            continue
-        action.default = value
-        action.required = False
-    return errors
-
-
-class _Unusable:
-    """The default of an option whose variable is invalid: an error unless the flag is given."""
-
-    def __repr__(self) -> str:
-        return "(invalid environment variable)"
-
-
-_UNUSABLE = _Unusable()
-
-
-class _Parser(argparse.ArgumentParser):
-    """A subcommand parser; with `env_defaults` set it applies `apply_env_defaults` before parsing
-    (serve and check leave it off: exporter.config merges their environment with every error).
-    An invalid variable is an error only when its flag is not given."""
-
-    env_defaults = False
-    _declared: dict[int, tuple[Any, bool]] | None = None
-
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None,
-    ) -> tuple[argparse.Namespace, list[str]]:
-        if not self.env_defaults:
-            return super().parse_known_args(args, namespace)
-        if self._declared is None:  # first parse: remember the declared defaults
-            self._declared = {id(a): (a.default, a.required) for a in self._actions}
-        for action in self._actions:  # a later parse starts from them again
-            action.default, action.required = self._declared[id(action)]
-        errors = apply_env_defaults(self)
-        for action in errors:
-            action.default, action.required = _UNUSABLE, False
-        parsed, rest = super().parse_known_args(args, namespace)
-        unused = [msg for action, msg in errors.items() if getattr(parsed, action.dest) is _UNUSABLE]
-        if unused:
-            self.error("invalid environment:\n  " + "\n  ".join(unused))
-        return parsed, rest
+    SIMULATE: tuple[Option, ...]
+    try:
+        from simulator.cli import OPTIONS as SIMULATE
+    except ImportError:  # the simulator ships in the same distribution; tolerate its absence
+        SIMULATE = (Option("--listen", "text", None, "HOST:PORT", required=True),)
+    return {
+        "serve": Command("run the sidecar", cfg.of("serve")),
+        "check": Command("poll the engine once and print what would be exported", cfg.of("check")),
+        "status": Command("the on-call status page of a running sidecar, in the terminal", STATUS),
+        "geometry": Command("the offload records and slabs a model layout implies", GEOMETRY),
+        "simulate": Command("run the simulated engine", SIMULATE),
+        "demo": Command("simulated engine + sidecar (+ Prometheus, Alertmanager)", demo.OPTIONS,
+                        demo.DESCRIPTION),
+        **{name: Command(help_text, tuple(declared))
+           for name, (help_text, declared, _) in COMMANDS.items()},
+    }
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -121,42 +62,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version",
                         version=f"{DISTRIBUTION} {VERSION} (Python {PYTHON_VERSION})")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    serve = sub.add_parser("serve", help="run the sidecar", epilog=_ENV_EPILOG)
-    cfg.add_arguments(serve, "serve")
-    check = sub.add_parser("check", help="poll the engine once and print what would be exported",
-                           epilog=_ENV_EPILOG)
-    cfg.add_arguments(check, "check")
-    status = sub.add_parser("status", help="the on-call status page of a running sidecar, in "
-                            "the terminal", epilog=_ENV_EPILOG)
-    status.env_defaults = True
-    from exporter.oncall.terminal import add_arguments as status_arguments
-    status_arguments(status)
-    geometry = sub.add_parser("geometry", help="the offload records and slabs a model layout "
-                              "implies", epilog=_ENV_EPILOG)
-    geometry.env_defaults = True
-    from exporter.geometry_command import add_arguments as geometry_arguments
-    geometry_arguments(geometry)
-    simulate = sub.add_parser("simulate", help="run the simulated engine", epilog=_ENV_EPILOG)
-    simulate.env_defaults = True
-    try:
-        from simulator.cli import add_arguments as sim_arguments
-    except ImportError:  # the simulator ships in the same distribution; tolerate its absence
-        simulate.add_argument("--listen", required=True)
-        simulate.add_argument("--scenario", default="steady")
-    else:
-        sim_arguments(simulate)
-    demo = sub.add_parser("demo", help="simulated engine + sidecar (+ Prometheus, Alertmanager)",
-                          epilog=_ENV_EPILOG)
-    demo.env_defaults = True
-    from exporter.demo import add_arguments as demo_arguments
-    demo_arguments(demo)
-    from exporter.experiment.commands import COMMANDS
-    for name, (help_text, add, _) in COMMANDS.items():
-        command = sub.add_parser(name, help=help_text, epilog=_ENV_EPILOG)
-        command.env_defaults = True
-        add(command)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OptionParser)
+    for name, command in commands().items():
+        sub.add_parser(name, help=command.help, **_parser_arguments(name, command))
     return parser
+
+
+def _parser_arguments(name: str, command: Command) -> dict[str, Any]:
+    # serve and check resolve in exporter.config: their errors are one log event.
+    return {"description": command.description, "epilog": _ENV_EPILOG,
+            "options": command.options, "resolve": name not in ("serve", "check")}
+
+
+def command_parser(name: str, environ: Mapping[str, str] | None = None) -> OptionParser:
+    """The parser of one command, as `helios-exporter NAME` parses (for the tests)."""
+    return OptionParser(prog=f"helios-exporter {name}", environ=environ,
+                        **_parser_arguments(name, commands()[name]))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -17,60 +17,43 @@ import json
 import sys
 from collections.abc import Sequence
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 from exporter import defaults
 from exporter import layout as lay
 from exporter import partitions as parts
+from exporter.options import Option
 
 PROG = "helios-exporter geometry"
-
-
-def _budget(text: str) -> int:
-    if not text.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"expected a whole number of bytes, got {text!r}")
-    return int(text)
-
-
-def _fraction(text: str) -> Fraction:
-    try:
-        return lay.fraction(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _fractions(text: str) -> tuple[Fraction, ...]:
     items = [t for t in text.split(",") if t.strip()]
     if not items:
-        raise argparse.ArgumentTypeError("expected fractions separated by commas, e.g. 0.25,0.5")
-    return tuple(_fraction(t) for t in items)
+        raise ValueError("expected fractions separated by commas, e.g. 0.25,0.5")
+    return tuple(lay.fraction(t) for t in items)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--layout", type=Path, required=True, metavar="FILE",
-                        help="the model layout (JSON; docs/interface.md section 9)")
-    parser.add_argument("--budget-bytes", type=_budget, default=defaults.GEOMETRY_BUDGET_BYTES,
-                        metavar="N", help="the host offload budget (default: %(default)s = "
-                        "32 GiB)")
-    parser.add_argument("--row-fraction", type=_fraction,
-                        default=lay.fraction(defaults.GEOMETRY_ROW_FRACTION), metavar="F",
-                        help="share of the budget for rows, as sized_counts carves it, e.g. "
-                        f"0.25 or 1/4 (default: {defaults.GEOMETRY_ROW_FRACTION})")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    shown = parser.add_argument_group(
-        "partitions (shown, not chosen: nothing here picks one)")
-    shown.add_argument("--partitions", action="store_true",
-                       help="list row fractions of the same budget with their row and page "
-                       "capacities (and the limits each breaks) instead of one partition")
-    shown.add_argument("--fractions", type=_fractions, default=parts.DEFAULT_FRACTIONS,
-                       metavar="F,F,...", help="the row fractions to list (default: 1/16 to "
-                       "15/16 in sixteenths)")
-    shown.add_argument("--evidence", type=Path, metavar="FILE",
-                       help="an evidence.json: the checkpoint demand its phase measured, beside "
-                       "each partition")
-    shown.add_argument("--phase", metavar="NAME",
-                       help="the phase of --evidence (default: its only phase)")
+SHOWN = "partitions (shown, not chosen: nothing here picks one)"
+OPTIONS = (
+    Option("--layout", "path", None, "the model layout (JSON; docs/interface.md section 9)",
+           required=True, metavar="FILE"),
+    Option("--budget-bytes", "int", defaults.GEOMETRY_BUDGET_BYTES, "the host offload budget",
+           low=0, metavar="N", default_text=f"{defaults.GEOMETRY_BUDGET_BYTES} = 32 GiB"),
+    Option("--row-fraction", lay.fraction, defaults.GEOMETRY_ROW_FRACTION,
+           "share of the budget for rows, as sized_counts carves it, e.g. 0.25 or 1/4",
+           metavar="F"),
+    Option("--json", "bool", False, "print one JSON object"),
+    Option("--partitions", "bool", False, "list row fractions of the same budget with their row "
+           "and page capacities (and the limits each breaks) instead of one partition",
+           group=SHOWN),
+    Option("--fractions", _fractions, parts.DEFAULT_FRACTIONS, "the row fractions to list",
+           metavar="F,F,...", default_text="1/16 to 15/16 in sixteenths", group=SHOWN),
+    Option("--evidence", "path", None, "an evidence.json: the checkpoint demand its phase "
+           "measured, beside each partition", metavar="FILE", group=SHOWN),
+    Option("--phase", "text", None, "the phase of --evidence", metavar="NAME",
+           default_text="its only phase", group=SHOWN),
+)
 
 
 def run(args: argparse.Namespace) -> int:

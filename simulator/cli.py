@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import math
 import random
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,8 @@ import structlog
 import uvicorn
 from fastapi import FastAPI
 
+from exporter import options
+from exporter.options import Option, OptionParser
 from simulator.app import build_app
 from simulator.engine import EngineConfig, SimulatedEngine
 from simulator.latency import LatencyModel
@@ -28,112 +29,90 @@ from simulator.slabs import DEFAULT_GEOMETRY, GEOMETRIES
 log = structlog.get_logger("simulator.cli")
 
 
-def finite_float(text: str) -> float:
-    """argparse type: a float that is neither nan nor infinite."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
+TIER = "offload tier"
+TIMING = "request timing (docs/simulator.md, 'Latency')"
+IDENTITY = "identity"
+API = "completions (docs/simulator.md, 'Completions')"
+OUTAGE = "outage and demo scenarios (seconds may be fractional)"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the simulator's options to ``parser``."""
-    parser.add_argument("--listen", required=True, metavar="HOST:PORT",
-                        help="address to serve the engine API on, e.g. 127.0.0.1:8000")
-    parser.add_argument("--scenario", choices=SCENARIOS, default="steady",
-                        help="background traffic and timeline; idle sends none, for a probe "
-                        "that drives the engine itself (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="random seed for identities, prompts and timings (default: random)")
-    parser.add_argument("--rate", type=finite_float, default=None, metavar="REQ_PER_S",
-                        help="background requests per second (default: "
-                        + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_RATES.items()) + ")")
+def _outage_default(name: str) -> str:
+    values = {k: getattr(o, name) for k, o in OUTAGE_DEFAULTS.items()}
+    return "; ".join(f"{v:g} for {k}" for k, v in values.items())
 
-    tier = parser.add_argument_group("offload tier")
-    tier.add_argument("--geometry", choices=tuple(GEOMETRIES), default=DEFAULT_GEOMETRY,
-                      help="the tier the options below start from: "
-                      + "; ".join(f"{name}: {g.summary}" for name, g in GEOMETRIES.items())
-                      + " (default: %(default)s)")
-    tier.add_argument("--budget-bytes", type=int, default=None,
-                      help="host offload budget in bytes (default: the geometry's, 32 GiB)")
-    tier.add_argument("--row-fraction", type=finite_float, default=None,
-                      help="share of the budget for recurrent-state rows (default: the "
-                      "geometry's, 0.25)")
-    tier.add_argument("--row-record-bytes", type=int, default=None,
-                      help="bytes of one row record (default: the geometry's; generic 16 MiB)")
-    tier.add_argument("--page-record-bytes", type=int, default=None,
-                      help="bytes of one page record (default: the geometry's, 1 MiB)")
-    tier.add_argument("--tokens-per-page", type=int, default=EngineConfig.tokens_per_page,
-                      help="tokens in one KV page, i.e. one index block (default: %(default)s)")
-    tier.add_argument("--stores-per-request", type=int, default=None, metavar="N",
-                      help="checkpoints stored per request, spread over the prompt's blocks "
-                      "(default: the geometry's, 3 for seed-001; with generic the scenario's: "
-                      "3, or 12 for reverse-replay, idle and demo)")
 
-    timing = parser.add_argument_group("request timing (docs/simulator.md, 'Latency')")
-    timing.add_argument("--time-scale", type=finite_float, default=EngineConfig.time_scale,
-                        metavar="FACTOR",
-                        help="run requests and host stores FACTOR times faster than real time; "
-                        "the engine's metrics still record the modelled latency "
-                        "(default: %(default)s)")
-    timing.add_argument("--latency-noise", type=finite_float, default=LatencyModel.noise,
-                        metavar="SIGMA",
-                        help="sigma of the seeded log-normal noise on each request's latency, "
-                        "0 for none (default: %(default)s)")
-    timing.add_argument("--trace-cost", type=finite_float, default=EngineConfig.trace_cost,
-                        metavar="F",
-                        help="the fraction by which tracing lengthens each generated token's "
-                        "time while it is on (POST /admin/trace), e.g. 0.05 (default: "
-                        "%(default)s)")
+OPTIONS = (
+    Option("--listen", "text", None, "address to serve the engine API on, e.g. 127.0.0.1:8000",
+           required=True, metavar="HOST:PORT"),
+    Option("--scenario", "str", "steady", "background traffic and timeline; idle sends none, for "
+           "a probe that drives the engine itself", choices=SCENARIOS),
+    Option("--seed", "int", None, "random seed for identities, prompts and timings",
+           default_text="random"),
+    Option("--rate", "float", None, "background requests per second", metavar="REQ_PER_S",
+           default_text=", ".join(f"{k} {v:g}" for k, v in DEFAULT_RATES.items())),
+    Option("--geometry", "str", DEFAULT_GEOMETRY, "the tier the options below start from: "
+           + "; ".join(f"{name}: {g.summary}" for name, g in GEOMETRIES.items()),
+           choices=tuple(GEOMETRIES), group=TIER),
+    Option("--budget-bytes", "int", None, "host offload budget in bytes", above=0,
+           default_text="the geometry's, 32 GiB", group=TIER),
+    Option("--row-fraction", "float", None, "share of the budget for recurrent-state rows",
+           above=0, below=1, default_text="the geometry's, 0.25", group=TIER),
+    Option("--row-record-bytes", "int", None, "bytes of one row record", above=0,
+           default_text="the geometry's; generic 16 MiB", group=TIER),
+    Option("--page-record-bytes", "int", None, "bytes of one page record", above=0,
+           default_text="the geometry's, 1 MiB", group=TIER),
+    Option("--tokens-per-page", "int", EngineConfig.tokens_per_page,
+           "tokens in one KV page, i.e. one index block", above=0, group=TIER),
+    Option("--stores-per-request", "int", None, "checkpoints stored per request, spread over the "
+           "prompt's blocks", low=1, metavar="N", default_text="the geometry's, 3 for seed-001; with "
+           "generic the scenario's: 3, or 12 for reverse-replay, idle and demo", group=TIER),
+    Option("--time-scale", "float", EngineConfig.time_scale, "run requests and host stores "
+           "FACTOR times faster than real time; the engine's metrics still record the modelled "
+           "latency", above=0, metavar="FACTOR", group=TIMING),
+    Option("--latency-noise", "float", LatencyModel.noise, "sigma of the seeded log-normal noise "
+           "on each request's latency, 0 for none", low=0, high=1, metavar="SIGMA",
+           group=TIMING),
+    Option("--trace-cost", "float", EngineConfig.trace_cost, "the fraction by which tracing "
+           "lengthens each generated token's time while it is on (POST /admin/trace), e.g. 0.05",
+           low=0, high=10, metavar="F", group=TIMING),
+    Option("--model-name", "text", EngineConfig.model_name,
+           "served model name, the model_name label", group=IDENTITY),
+    Option("--checkpoint", "text", EngineConfig.checkpoint, "model checkpoint", group=IDENTITY),
+    Option("--package", "text", EngineConfig.package, "engine package", group=IDENTITY),
+    Option("--image-digest", "text", None, "container image digest",
+           default_text="derived from the seed", group=IDENTITY),
+    Option("--container-id", "text", None, "container id", default_text="derived from the seed",
+           group=IDENTITY),
+    Option("--api-key-file", "text", None, "ask /v1/ requests for `Authorization: Bearer <the "
+           "file's first line>`, as vLLM's --api-key", metavar="F", default_text="no key",
+           group=API),
+    Option("--early-stop", "int", None, "a fault: end every completion after N tokens, whatever "
+           "the request asked for (min_tokens, ignore_eos): a candidate whose outputs stop early",
+           low=0, metavar="N", group=API),
+    Option("--outage-after", "float", None, "serve this long before admission turns draining",
+           metavar="S", default_text=_outage_default("outage_after"), group=OUTAGE),
+    Option("--drain-seconds", "float", None, "stay draining this long, then closed", metavar="S",
+           default_text=_outage_default("drain_seconds"), group=OUTAGE),
+    Option("--closed-seconds", "float", None, "stay closed this long, then the container stops",
+           metavar="S", default_text=_outage_default("closed_seconds"), group=OUTAGE),
+    Option("--down-seconds", "float", None, "stay down (503, no snapshot) this long, then "
+           "restore", metavar="S", default_text=_outage_default("down_seconds"), group=OUTAGE),
+    Option("--outage-container", "str", "same", "restore into the retained container or a new "
+           "one", choices=("same", "new"), group=OUTAGE),
+    Option("--outage-keep-generation", "bool", False,
+           "restore with the incumbent's generation (a failed fresh_generation)", group=OUTAGE),
+    Option("--outage-new-image", "bool", False,
+           "restore with a different image digest (a failed image check)", group=OUTAGE),
+    Option("--outage-stuck-requests", "int", 0,
+           "keep N requests in flight through draining and closed", low=0, metavar="N",
+           group=OUTAGE),
+)
 
-    ident = parser.add_argument_group("identity")
-    ident.add_argument("--model-name", default=EngineConfig.model_name,
-                       help="served model name, the model_name label (default: %(default)s)")
-    ident.add_argument("--checkpoint", default=EngineConfig.checkpoint,
-                       help="model checkpoint (default: %(default)s)")
-    ident.add_argument("--package", default=EngineConfig.package,
-                       help="engine package (default: %(default)s)")
-    ident.add_argument("--image-digest", default=None,
-                       help="container image digest (default: derived from the seed)")
-    ident.add_argument("--container-id", default=None,
-                       help="container id (default: derived from the seed)")
 
-    api = parser.add_argument_group("completions (docs/simulator.md, 'Completions')")
-    api.add_argument("--api-key-file", default=None, metavar="F",
-                     help="ask /v1/ requests for `Authorization: Bearer <the file's first "
-                     "line>`, as vLLM's --api-key (default: no key)")
-    api.add_argument("--early-stop", type=int, default=None, metavar="N",
-                     help="a fault: end every completion after N tokens, whatever the request "
-                     "asked for (min_tokens, ignore_eos): a candidate whose outputs stop early")
-
-    out = parser.add_argument_group("outage and demo scenarios (seconds may be fractional)")
-
-    def default_of(name: str) -> str:
-        values = {k: getattr(o, name) for k, o in OUTAGE_DEFAULTS.items()}
-        return "; ".join(f"{v:g} for {k}" for k, v in values.items())
-
-    out.add_argument("--outage-after", type=finite_float, default=None, metavar="S",
-                     help=f"serve this long before admission turns draining (default: "
-                     f"{default_of('outage_after')})")
-    out.add_argument("--drain-seconds", type=finite_float, default=None, metavar="S",
-                     help=f"stay draining this long, then closed (default: {default_of('drain_seconds')})")
-    out.add_argument("--closed-seconds", type=finite_float, default=None, metavar="S",
-                     help="stay closed this long, then the container stops (default: "
-                     f"{default_of('closed_seconds')})")
-    out.add_argument("--down-seconds", type=finite_float, default=None, metavar="S",
-                     help="stay down (503, no snapshot) this long, then restore "
-                     f"(default: {default_of('down_seconds')})")
-    out.add_argument("--outage-container", choices=("same", "new"), default="same",
-                     help="restore into the retained container or a new one (default: %(default)s)")
-    out.add_argument("--outage-keep-generation", action="store_true",
-                     help="restore with the incumbent's generation (a failed fresh_generation)")
-    out.add_argument("--outage-new-image", action="store_true",
-                     help="restore with a different image digest (a failed image check)")
-    out.add_argument("--outage-stuck-requests", type=int, default=0, metavar="N",
-                     help="keep N requests in flight through draining and closed (default: 0)")
+def parser(environ: Mapping[str, str] | None = None) -> OptionParser:
+    """`python -m simulator`'s parser (`helios-exporter simulate` has the same OPTIONS)."""
+    return options.parser(OPTIONS, environ=environ, prog="python -m simulator",
+                          description=__doc__)
 
 
 def _engine_config(args: argparse.Namespace) -> EngineConfig:
@@ -143,20 +122,10 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
         overrides["stores_per_request"] = named.stores_per_request
     if args.stores_per_request is not None:
         overrides["stores_per_request"] = args.stores_per_request
-    if overrides.get("stores_per_request", 1) < 1:
-        raise ValueError("--stores-per-request must be at least 1")
-    if not args.time_scale > 0:
-        raise ValueError(f"--time-scale must be positive, got {args.time_scale}")
-    if not 0 <= args.latency_noise <= 1:
-        raise ValueError(f"--latency-noise must be in [0, 1], got {args.latency_noise}")
-    if not 0 <= args.trace_cost <= 10:
-        raise ValueError(f"--trace-cost must be in [0, 10], got {args.trace_cost}")
     given = {name: getattr(args, name) for name in
              ("budget_bytes", "row_fraction", "row_record_bytes", "page_record_bytes")
              if getattr(args, name) is not None}
     geometry = dataclasses.replace(named.slabs, **given)
-    if args.early_stop is not None and args.early_stop < 0:
-        raise ValueError(f"--early-stop must not be negative, got {args.early_stop}")
     return EngineConfig(
         geometry=geometry, tokens_per_page=args.tokens_per_page, model_name=args.model_name,
         checkpoint=args.checkpoint, package=args.package, image_digest=args.image_digest,
@@ -242,6 +211,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m simulator", description=__doc__)
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return run(parser().parse_args(argv))

@@ -151,9 +151,9 @@ def test_bad_pins_are_config_errors() -> None:
         parse(["--engine-url", "http://e:1", "--expect-package", "helios 2.14",
                "--expect-checkpoint", "", "--expect-ranks", "0",
                "--expect-power-limit-watts", "-5", "--expect-image-digest", "x" * 129])
-    assert [e.split(" / ")[0] for e in info.value.errors] == [
-        "--expect-power-limit-watts", "--expect-image-digest", "--expect-package",
-        "--expect-checkpoint", "--expect-ranks"]
+    assert [e.split(" / ")[0] for e in info.value.errors] == [  # in OPTIONS order
+        "--expect-image-digest", "--expect-package", "--expect-checkpoint", "--expect-ranks",
+        "--expect-power-limit-watts"]
     with pytest.raises(cfg.ConfigError) as info:
         parse(["--engine-url", "http://e:1", "--expect-ranks", "65"])
     assert info.value.errors == [
@@ -169,7 +169,8 @@ def test_a_power_limit_pin_needs_nvml() -> None:
 
 
 def test_every_error_names_the_variable_too() -> None:
-    """A value from the environment is as likely as a flag: each error names both."""
+    """A value from the environment is as likely as a flag: each error names both. Each
+    option's own errors come in OPTIONS order, then those between options."""
     env = {"HELIOS_EXPORTER_ENGINE_URL": "http://e:1", "HELIOS_EXPORTER_MAX_SERIES_PER_FAMILY": "0",
            "HELIOS_EXPORTER_DOWN_GRACE": "-1", "HELIOS_EXPORTER_REQUEST_CUTOFF": "600",
            "HELIOS_EXPORTER_RESTORE_BOUND": "60", "HELIOS_EXPORTER_LOG_LEVEL": "loud",
@@ -177,14 +178,14 @@ def test_every_error_names_the_variable_too() -> None:
     with pytest.raises(cfg.ConfigError) as info:
         parse([], env)
     assert info.value.errors == [
+        "--down-grace / HELIOS_EXPORTER_DOWN_GRACE: must be 0 or more, got -1.0",
         "--max-series-per-family / HELIOS_EXPORTER_MAX_SERIES_PER_FAMILY: must be greater than 0, "
         "got 0",
         "--expect-ranks / HELIOS_EXPORTER_EXPECT_RANKS: must be 1 to 64, got 65",
-        "--down-grace / HELIOS_EXPORTER_DOWN_GRACE: must be 0 or more, got -1.0",
-        "--request-cutoff / HELIOS_EXPORTER_REQUEST_CUTOFF: must not be later than "
-        "--restore-bound / HELIOS_EXPORTER_RESTORE_BOUND",
         "--log-level / HELIOS_EXPORTER_LOG_LEVEL: expected debug, info, warning or error, "
         "got 'loud'",
+        "--request-cutoff / HELIOS_EXPORTER_REQUEST_CUTOFF: must not be later than "
+        "--restore-bound / HELIOS_EXPORTER_RESTORE_BOUND",
     ]
 
 

@@ -68,6 +68,8 @@ def test_restore_bound_and_down_grace_are_what_the_alerts_assume() -> None:
 def test_every_option_default_is_the_config_default() -> None:
     """OPTIONS (flags, env, README table) and the Config dataclass cannot drift apart."""
     fields = {f.name: f.default for f in dataclasses.fields(config.Config)}
+    assert set(fields) - {"listen_host", "listen_port"} == {o.dest for o in config.OPTIONS} - {
+        "listen"}, "every Config field is an option, every option a field"
     for opt in config.OPTIONS:
         if opt.kind == "listen":
             host, port = opt.default.rsplit(":", 1)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
 from exporter import cli, logs
@@ -24,8 +22,7 @@ def test_every_log_format_and_level_is_in_the_interface() -> None:
 
 
 def test_every_command_is_in_the_interface() -> None:
-    sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
-    for command in sub.choices:
+    for command in cli.commands():
         assert f"`helios-exporter {command}" in DOC, command
     assert "`helios-exporter --version`" in DOC
 
@@ -34,17 +31,9 @@ def test_readme_links_the_interface() -> None:
     assert "(docs/interface.md)" in (ROOT / "README.md").read_text()
 
 
-def _subcommand(name: str) -> argparse.ArgumentParser:
-    sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
-    parser: argparse.ArgumentParser = sub.choices[name]
-    return parser
-
-
 @pytest.mark.parametrize("command", ["phase", "evidence", "probe", "compare"])
 def test_every_experiment_option_is_in_the_interface(command: str) -> None:
     section = DOC.split("\n## 7.")[1].split("\n## ")[0]  # with its subsections
-    for action in _subcommand(command)._actions:
-        for flag in action.option_strings:
-            if flag.startswith("--") and flag != "--help":
-                assert f"{flag} " in section or f"{flag}`" in section or f"{flag}]" in section, \
-                    f"{command} {flag} is missing from docs/interface.md section 7"
+    for flag in (o.flag for o in cli.commands()[command].options if not o.positional):
+        assert f"{flag} " in section or f"{flag}`" in section or f"{flag}]" in section, \
+            f"{command} {flag} is missing from docs/interface.md section 7"

@@ -6,6 +6,6 @@ restore window, and every alert as it fires and resolves. Ctrl-C stops them all.
 
 from __future__ import annotations
 
-from exporter.demo.command import add_arguments, run
+from exporter.demo.command import DESCRIPTION, OPTIONS, run
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["DESCRIPTION", "OPTIONS", "run"]

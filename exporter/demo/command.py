@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import secrets
 import shutil
 import signal
@@ -21,6 +20,7 @@ from exporter.demo.alerts import AlertNarrator
 from exporter.demo.offload import OffloadNarrator
 from exporter.demo.stack import Stack, StartFailed, free_port
 from exporter.demo.story import RestoreNarrator, Stamp
+from exporter.options import Option
 from simulator.corpora import lane
 from simulator.outage import OutageOptions
 from simulator.runner import DEMO_CYCLE, OUTAGE_DEFAULTS, SCENARIOS
@@ -34,104 +34,66 @@ PASS_NAMES = {"prime": "the prime (forward)", "forward": "forward replay",
               "reverse": "reverse replay"}
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
+DESCRIPTION = (
+    "The simulated engine, the sidecar and (when installed) Prometheus with the shipped rules "
+    "and Alertmanager, on 127.0.0.1; narrates the offload tier, the restore window and the "
+    "alerts as they happen. Ctrl-C stops everything and removes the temporary folder.")
+PORTS = "ports on 127.0.0.1 (each used when free, else one the system picks)"
+SIDECAR = "the sidecar, compressed so the story fits in minutes"
+OUTAGE = "the outage timeline (outage and demo scenarios; seconds from the engine's start)"
 
 
-def _not_negative(text: str) -> float:
-    if text.strip() in ("0", "0.0"):
-        return 0.0
-    return _positive(text)
+def _scenario_default(name: str) -> str:
+    return ", ".join(f"{getattr(o, name):g} for {k}" for k, o in OUTAGE_DEFAULTS.items())
 
 
-def _port(text: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise argparse.ArgumentTypeError(f"expected a port number 1-65535, got {text!r}")
-    return int(text)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "The simulated engine, the sidecar and (when installed) Prometheus with the shipped rules "
-        "and Alertmanager, on 127.0.0.1; narrates the offload tier, the restore window and the "
-        "alerts as they happen. Ctrl-C stops everything and removes the temporary folder.")
-    parser.add_argument("--scenario", choices=SCENARIOS, default="demo",
-                        help="what the simulated engine plays (docs/simulator.md): demo replays "
-                        "the probe corpus prime, forward, reverse (row pressure while pages sit "
-                        "free, hits by order), then an outage and a restore; outage is the restore "
-                        "story with steady traffic; reverse-replay, steady and idle have no outage "
-                        "(default: %(default)s)")
-    parser.add_argument("--geometry", choices=tuple(GEOMETRIES), default=DEFAULT_GEOMETRY,
-                        help="the simulated engine's offload tier (docs/simulator.md, "
-                        "'Geometries'): generic (round sizes from no model) or seed-001 (note "
-                        "001's tier) (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="the simulated engine's seed, to replay a run exactly (default: random)")
-    parser.add_argument("--duration", type=_not_negative, default=0.0, metavar="S",
-                        help="stop after S seconds; 0 runs until Ctrl-C (default: %(default)s)")
-    parser.add_argument("--no-prometheus", action="store_true",
-                        help="do not start Prometheus and Alertmanager even when installed")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the temporary folder (configs, logs, state) after the demo; "
-                        "it is always kept when the demo fails")
-
-    ports = parser.add_argument_group(
-        "ports on 127.0.0.1 (each used when free, else one the system picks)")
-    ports.add_argument("--engine-port", type=_port, default=8000, metavar="PORT",
-                       help="the simulated engine (default: %(default)s)")
-    ports.add_argument("--port", type=_port, default=defaults.LISTEN_PORT, metavar="PORT",
-                       help="the sidecar (default: %(default)s)")
-    ports.add_argument("--prometheus-port", type=_port, default=9090, metavar="PORT",
-                       help="Prometheus (default: %(default)s)")
-    ports.add_argument("--alertmanager-port", type=_port, default=9093, metavar="PORT",
-                       help="Alertmanager (default: %(default)s)")
-
-    sidecar = parser.add_argument_group("the sidecar, compressed so the story fits in minutes")
-    sidecar.add_argument("--poll-interval", type=_positive, default=1.0, metavar="S",
-                         help="seconds between the sidecar's polls (default: %(default)s)")
-    sidecar.add_argument("--request-cutoff", type=_positive, default=20.0, metavar="S",
-                         help="seconds from a window's start to its request cutoff "
-                         "(default: %(default)s; in production 4200)")
-    sidecar.add_argument("--restore-bound", type=_positive, default=45.0, metavar="S",
-                         help="seconds from a window's start to its restore deadline "
-                         "(default: %(default)s; in production 5400)")
-    sidecar.add_argument("--down-grace", type=_positive, default=3.0, metavar="S",
-                         help="seconds the engine may be unreachable before a window opens "
-                         "(default: %(default)s; in production 60)")
-
-    outage = parser.add_argument_group(
-        "the outage timeline (outage and demo scenarios; seconds from the engine's start)")
-
-    def scenario_default(name: str) -> str:
-        return ", ".join(f"{getattr(o, name):g} for {k}" for k, o in OUTAGE_DEFAULTS.items())
-
-    outage.add_argument("--outage-after", type=_not_negative, default=None, metavar="S",
-                        help=f"serve this long, then drain (default: {scenario_default('outage_after')})")
-    outage.add_argument("--drain-seconds", type=_not_negative, default=None, metavar="S",
-                        help=f"drain this long, then close admission (default: "
-                        f"{scenario_default('drain_seconds')})")
-    outage.add_argument("--closed-seconds", type=_not_negative, default=None, metavar="S",
-                        help=f"stay closed this long, then the container stops (default: "
-                        f"{scenario_default('closed_seconds')})")
-    outage.add_argument("--down-seconds", type=_not_negative, default=None, metavar="S",
-                        help=f"stay down this long, then restore (default: "
-                        f"{scenario_default('down_seconds')})")
-    outage.add_argument("--outage-container", choices=("same", "new"), default=None,
-                        help="restore into the retained container or a new one (new: the "
-                        "container check fails and pages; default: same)")
-    outage.add_argument("--outage-stuck-requests", type=int, default=None, metavar="N",
-                        help="keep N requests in flight through the drain (the cutoff pages; "
-                        "default: 0)")
+OPTIONS = (
+    Option("--scenario", "str", "demo", "what the simulated engine plays (docs/simulator.md): "
+           "demo replays the probe corpus prime, forward, reverse (row pressure while pages sit "
+           "free, hits by order), then an outage and a restore; outage is the restore story with "
+           "steady traffic; reverse-replay, steady and idle have no outage", choices=SCENARIOS),
+    Option("--geometry", "str", DEFAULT_GEOMETRY, "the simulated engine's offload tier "
+           "(docs/simulator.md, 'Geometries'): generic (round sizes from no model) or seed-001 "
+           "(note 001's tier)", choices=tuple(GEOMETRIES)),
+    Option("--seed", "int", None, "the simulated engine's seed, to replay a run exactly",
+           default_text="random"),
+    Option("--duration", "float", 0.0, "stop after S seconds; 0 runs until Ctrl-C", low=0,
+           metavar="S"),
+    Option("--no-prometheus", "bool", False,
+           "do not start Prometheus and Alertmanager even when installed"),
+    Option("--keep", "bool", False, "keep the temporary folder (configs, logs, state) after the "
+           "demo; it is always kept when the demo fails"),
+    Option("--engine-port", "port", 8000, "the simulated engine", metavar="PORT", group=PORTS),
+    Option("--port", "port", defaults.LISTEN_PORT, "the sidecar", metavar="PORT", group=PORTS),
+    Option("--prometheus-port", "port", 9090, "Prometheus", metavar="PORT", group=PORTS),
+    Option("--alertmanager-port", "port", 9093, "Alertmanager", metavar="PORT", group=PORTS),
+    Option("--poll-interval", "float", 1.0, "seconds between the sidecar's polls", above=0,
+           metavar="S", group=SIDECAR),
+    Option("--request-cutoff", "float", 20.0, "seconds from a window's start to its request "
+           "cutoff", above=0, metavar="S", default_text="20; in production 4200", group=SIDECAR),
+    Option("--restore-bound", "float", 45.0, "seconds from a window's start to its restore "
+           "deadline", above=0, metavar="S", default_text="45; in production 5400",
+           group=SIDECAR),
+    Option("--down-grace", "float", 3.0, "seconds the engine may be unreachable before a window "
+           "opens", above=0, metavar="S", default_text="3; in production 60", group=SIDECAR),
+    Option("--outage-after", "float", None, "serve this long, then drain", low=0, metavar="S",
+           default_text=_scenario_default("outage_after"), group=OUTAGE),
+    Option("--drain-seconds", "float", None, "drain this long, then close admission", low=0,
+           metavar="S", default_text=_scenario_default("drain_seconds"), group=OUTAGE),
+    Option("--closed-seconds", "float", None, "stay closed this long, then the container stops",
+           low=0, metavar="S", default_text=_scenario_default("closed_seconds"), group=OUTAGE),
+    Option("--down-seconds", "float", None, "stay down this long, then restore", low=0,
+           metavar="S", default_text=_scenario_default("down_seconds"), group=OUTAGE),
+    Option("--outage-container", "str", None, "restore into the retained container or a new one "
+           "(new: the container check fails and pages)", choices=("same", "new"),
+           default_text="same", group=OUTAGE),
+    Option("--outage-stuck-requests", "int", None, "keep N requests in flight through the drain "
+           "(the cutoff pages)", low=0, metavar="N", default_text="0", group=OUTAGE),
+)
 
 
 def validate(args: argparse.Namespace) -> str | None:
-    """What is wrong with options argparse cannot judge alone, or None."""
+    """What is wrong between options (each one is checked as it is parsed), or None."""
     if args.request_cutoff > args.restore_bound:
         return (f"--request-cutoff ({args.request_cutoff:g}) must not be later than "
                 f"--restore-bound ({args.restore_bound:g})")
@@ -141,8 +103,6 @@ def validate(args: argparse.Namespace) -> str | None:
     if given and args.scenario not in OUTAGE_DEFAULTS:
         return (f"{', '.join(given)}: only for the scenarios with an outage "
                 f"({', '.join(OUTAGE_DEFAULTS)}), not {args.scenario}")
-    if args.outage_stuck_requests is not None and args.outage_stuck_requests < 0:
-        return "--outage-stuck-requests must not be negative"
     return None
 
 

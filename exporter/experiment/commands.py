@@ -24,159 +24,114 @@ from exporter.experiment.client import SidecarClient, SidecarError, connect
 from exporter.experiment.compare import CANNOT_COMPARE, MIN_REPETITIONS, compare
 from exporter.experiment.compare_text import render
 from exporter.experiment.schema import SchemaError, check_evidence
+from exporter.options import Option
 
 DEFAULT_SIDECAR = "http://127.0.0.1:19400"
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}")
-    return value
+def _sidecar_options(token: bool) -> tuple[Option, ...]:
+    return (
+        Option("--sidecar", "str", DEFAULT_SIDECAR, "the sidecar's base URL", metavar="URL"),
+        *([Option("--token-file", "path", None, "file holding the bearer token of the sidecar's "
+                  "--events-token-file", required=True, metavar="F")] if token else []),
+        *access.OPTIONS,
+    )
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
+PHASE = (
+    Option("action", "str", help="begin or end the phase", choices=("begin", "end")),
+    Option("name", "text", help="1-64 of A-Z a-z 0-9 . _ / -, e.g. probe-52/1"),
+    *_sidecar_options(token=True),
+    Option("--note", "text", None, "free text stored with the capture (at most 256 chars)"),
+)
 
+EVIDENCE = (
+    *_sidecar_options(token=False),
+    Option("--out", "path", None, "directory for evidence.json, evidence.md and evidence.png",
+           required=True, metavar="DIR"),
+    Option("--probe", "text", (), "judge this pair of phases (repeatable)", repeat=True,
+           metavar="PRIME:REPLAY"),
+    Option("--prefix", "text", (), "only phases whose name starts with PREFIX (repeatable)",
+           repeat=True, metavar="PREFIX", default_text="every phase the sidecar keeps"),
+    Option("--probe-record", "path", (), "probe.json files (or the probes' --out folders) whose "
+           "passes go into the evidence: sent and failed requests, body hashes and order, which "
+           "compare needs (repeatable; DIR/probe.json of --out is read too)", repeat=True,
+           nargs="+", metavar="FILE"),
+    Option("--simulated", "bool", False, "the phases ran on the simulated engine: label the "
+           "report SIMULATED (known without it from probe records of the simulator)"),
+)
 
-def _at_least_one(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(text)
-
-
-def _count(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return int(text)
-
-
-def _sidecar_options(parser: argparse.ArgumentParser, token: bool) -> None:
-    parser.add_argument("--sidecar", default=DEFAULT_SIDECAR, metavar="URL",
-                        help="the sidecar's base URL (default: %(default)s)")
-    if token:
-        parser.add_argument("--token-file", type=Path, required=True, metavar="F",
-                            help="file holding the bearer token of the sidecar's "
-                            "--events-token-file")
-    access.add_arguments(parser)
-
-
-def add_phase(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=("begin", "end"))
-    parser.add_argument("name", help="1-64 of A-Z a-z 0-9 . _ / -, e.g. probe-52/1")
-    _sidecar_options(parser, token=True)
-    parser.add_argument("--note", help="free text stored with the capture (at most 256 chars)")
-
-
-def add_evidence(parser: argparse.ArgumentParser) -> None:
-    _sidecar_options(parser, token=False)
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="directory for evidence.json, evidence.md and evidence.png")
-    parser.add_argument("--probe", action="append", default=[], metavar="PRIME:REPLAY",
-                        help="judge this pair of phases (repeatable)")
-    parser.add_argument("--prefix", action="append", default=[], metavar="PREFIX",
-                        help="only phases whose name starts with PREFIX (repeatable; default: "
-                        "every phase the sidecar keeps)")
-    parser.add_argument("--probe-record", action="extend", nargs="+", default=[], type=Path,
-                        metavar="FILE",
-                        help="probe.json files (or the probes' --out folders) whose passes go "
-                        "into the evidence: sent and failed requests, body hashes and order, "
-                        "which compare needs (repeatable; DIR/probe.json of --out is read too)")
-    parser.add_argument("--simulated", action="store_true",
-                        help="the phases ran on the simulated engine: label the report "
-                        "SIMULATED (known without it from probe records of the simulator)")
-
-
-def add_probe(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine-url", required=True, metavar="URL",
-                        help="the engine's base URL (the probe POSTs to /v1/completions)")
-    _sidecar_options(parser, token=True)
-    parser.add_argument("--corpus", type=Path, required=True, metavar="FILE.jsonl",
-                        help="one completion request body (a JSON object) per line, each fixing "
-                        "its output length (max_tokens with min_tokens equal to it, or "
-                        "ignore_eos)")
-    parser.add_argument("--replay-corpus", type=Path, metavar="FILE.jsonl",
-                        help="send this corpus in every pass after the first (e.g. the same "
-                        "prompts under another model)")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="directory for probe.json, outputs.jsonl and the evidence report")
-    parser.add_argument("--order", default="forward,reverse",
-                        help="the passes' orders, comma-separated: forward or reverse; the "
-                        "first pass primes, each later one replays (default: %(default)s)")
-    parser.add_argument("--repetitions", type=_count, default=0, metavar="R",
-                        help="run the passes R times, each time on a fresh incarnation "
-                        "(--fresh-command); the last pass of repetition r is the phase NAME/r "
-                        "that `compare` measures (default: 0, one probe)")
-    parser.add_argument("--fresh-command", metavar="CMD",
-                        help="run before every prime to get a fresh engine incarnation (a "
-                        "managed unload and load; the simulator: POST /admin/restart); split "
-                        "like a shell would, no shell; it returns once the engine serves")
-    parser.add_argument("--fresh-timeout", type=_positive, default=900.0, metavar="S",
-                        help="seconds --fresh-command may take (default: %(default)s)")
-    parser.add_argument("--concurrency", type=_at_least_one, default=1, metavar="N",
-                        help="requests in flight at once, dispatched in the pass's order "
-                        "(default: %(default)s)")
-    parser.add_argument("--engine-header", action="append", default=[], metavar="'NAME: VALUE'",
-                        help="a header every completion carries, e.g. the engine's "
-                        "Authorization (repeatable; values are never recorded)")
-    parser.add_argument("--engine-token-file", type=Path, metavar="F",
-                        help="file holding the engine's bearer token (Authorization: Bearer)")
-    parser.add_argument("--declare", action="append", default=[], metavar="DIM=VALUE",
-                        help="what the snapshot does not say about the engine, recorded for "
-                        f"`compare`: {', '.join(identity.DECLARABLE)} (repeatable)")
-    parser.add_argument("--name", help="phase name prefix (default: probe-<UTC time>)")
+PROBE = (
+    Option("--engine-url", "str", None, "the engine's base URL (the probe POSTs to "
+           "/v1/completions)", required=True, metavar="URL"),
+    *_sidecar_options(token=True),
+    Option("--corpus", "path", None, "one completion request body (a JSON object) per line, "
+           "each fixing its output length (max_tokens with min_tokens equal to it, or "
+           "ignore_eos)", required=True, metavar="FILE.jsonl"),
+    Option("--replay-corpus", "path", None, "send this corpus in every pass after the first "
+           "(e.g. the same prompts under another model)", metavar="FILE.jsonl"),
+    Option("--out", "path", None, "directory for probe.json, outputs.jsonl and the evidence "
+           "report", required=True, metavar="DIR"),
+    Option("--order", "text", "forward,reverse", "the passes' orders, comma-separated: forward "
+           "or reverse; the first pass primes, each later one replays"),
+    Option("--repetitions", "int", 0, "run the passes R times, each time on a fresh incarnation "
+           "(--fresh-command); the last pass of repetition r is the phase NAME/r that `compare` "
+           "measures", low=0, metavar="R", default_text="0, one probe"),
+    Option("--fresh-command", "text", None, "run before every prime to get a fresh engine "
+           "incarnation (a managed unload and load; the simulator: POST /admin/restart); split "
+           "like a shell would, no shell; it returns once the engine serves", metavar="CMD"),
+    Option("--fresh-timeout", "float", 900.0, "seconds --fresh-command may take", above=0,
+           metavar="S"),
+    Option("--concurrency", "int", 1, "requests in flight at once, dispatched in the pass's "
+           "order", low=1, metavar="N"),
+    Option("--engine-header", "text", (), "a header every completion carries, e.g. the engine's "
+           "Authorization (repeatable; values are never recorded)", repeat=True,
+           metavar="'NAME: VALUE'"),
+    Option("--engine-token-file", "path", None, "file holding the engine's bearer token "
+           "(Authorization: Bearer)", metavar="F"),
+    Option("--declare", "text", (), "what the snapshot does not say about the engine, recorded "
+           f"for `compare`: {', '.join(identity.DECLARABLE)} (repeatable)", repeat=True,
+           metavar="DIM=VALUE"),
+    Option("--name", "text", None, "phase name prefix", default_text="probe-<UTC time>"),
     # Not --timeout: HELIOS_EXPORTER_TIMEOUT is the sidecar's 2 s engine timeout in the same shell.
-    parser.add_argument("--request-timeout", type=_positive, default=300.0, metavar="S",
-                        help="seconds one completion may take (default: %(default)s)")
+    Option("--request-timeout", "float", 300.0, "seconds one completion may take", above=0,
+           metavar="S"),
+)
 
-
-def add_compare(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--baseline", type=Path, required=True, metavar="A.json")
-    parser.add_argument("--candidate", type=Path, required=True, metavar="B.json")
-    parser.add_argument("--primary", required=True, metavar="LANE",
-                        help="the lane that must improve (its repetitions LANE/1, LANE/2, ...)")
-    parser.add_argument("--protected", action="append", default=[], metavar="LANE",
-                        help="a lane that must not regress (repeatable)")
-    parser.add_argument("--min-benefit", type=_fraction, default=0.05, metavar="F",
-                        help="least relative improvement of the primary lane's mean latency, in "
-                        "every matched pair (default: %(default)s)")
-    parser.add_argument("--max-regression", type=_fraction, default=0.03, metavar="F",
-                        help="most relative slow-down of a protected lane, in every matched pair "
-                        "(default: %(default)s)")
-    parser.add_argument("--allow-difference", action="append", default=[], metavar="CHANGE",
-                        help="the one declared change between the arms: "
-                        f"{', '.join(identity.CHANGES)} (geometry: the v2 name of allocator); "
-                        "given once (one change per comparison); the total budget never may "
-                        "differ")
-    parser.add_argument("--new-build", action="store_true",
-                        help="the declared allocator or speculation change is delivered as a "
-                        "new build: the image and package may differ with it (the source diff "
-                        "is the engine team's to review)")
-    semantic = parser.add_mutually_exclusive_group()
-    semantic.add_argument("--semantic-command", metavar="CMD",
-                          help="the engine team's check of the outputs, run with the two "
-                          "evidence files appended (baseline first): exit 0 pass, 1 fail, "
-                          "anything else not evaluated")
-    semantic.add_argument("--semantic-verdict", type=Path, metavar="FILE",
-                          help='the engine team\'s verdict: JSON {"semantic_gate": "pass"|"fail", '
-                          '"baseline_sha256", "candidate_sha256", "method"} naming the SHA-256 '
-                          "of the two evidence files it judged")
-    parser.add_argument("--semantic-timeout", type=_positive, default=600.0, metavar="S",
-                        help="seconds --semantic-command may take (default: %(default)s)")
-    parser.add_argument("--allow-unrecorded", action="store_true",
-                        help="accept repetitions without a probe record (phases bracketed by hand "
-                        "with `phase begin|end` around another load generator): their failed "
-                        "requests and outputs are then unknown, so the strict-output gate is not "
-                        "evaluated and nothing is admitted")
+COMPARE = (
+    Option("--baseline", "path", None, "the baseline arm's evidence.json", required=True,
+           metavar="A.json"),
+    Option("--candidate", "path", None, "the candidate arm's evidence.json", required=True,
+           metavar="B.json"),
+    Option("--primary", "text", None, "the lane that must improve (its repetitions LANE/1, "
+           "LANE/2, ...)", required=True, metavar="LANE"),
+    Option("--protected", "text", (), "a lane that must not regress (repeatable)", repeat=True,
+           metavar="LANE"),
+    Option("--min-benefit", "float", 0.05, "least relative improvement of the primary lane's "
+           "mean latency, in every matched pair", low=0, below=1, metavar="F"),
+    Option("--max-regression", "float", 0.03, "most relative slow-down of a protected lane, in "
+           "every matched pair", low=0, below=1, metavar="F"),
+    Option("--allow-difference", "text", (), "the one declared change between the arms: "
+           f"{', '.join(identity.CHANGES)} (geometry: the v2 name of allocator); given once (one "
+           "change per comparison); the total budget never may differ", repeat=True,
+           metavar="CHANGE"),
+    Option("--new-build", "bool", False, "the declared allocator or speculation change is "
+           "delivered as a new build: the image and package may differ with it (the source diff "
+           "is the engine team's to review)"),
+    Option("--semantic-command", "text", None, "the engine team's check of the outputs, run with "
+           "the two evidence files appended (baseline first): exit 0 pass, 1 fail, anything else "
+           "not evaluated", exclusive="semantic", metavar="CMD"),
+    Option("--semantic-verdict", "path", None, "the engine team's verdict: JSON "
+           '{"semantic_gate": "pass"|"fail", "baseline_sha256", "candidate_sha256", "method"} '
+           "naming the SHA-256 of the two evidence files it judged", exclusive="semantic",
+           metavar="FILE"),
+    Option("--semantic-timeout", "float", 600.0, "seconds --semantic-command may take", above=0,
+           metavar="S"),
+    Option("--allow-unrecorded", "bool", False, "accept repetitions without a probe record "
+           "(phases bracketed by hand with `phase begin|end` around another load generator): "
+           "their failed requests and outputs are then unknown, so the strict-output gate is not "
+           "evaluated and nothing is admitted"),
+)
 
 
 def _err(command: str, message: str) -> None:
@@ -413,9 +368,7 @@ def run_compare(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def add_observer_cost(parser: argparse.ArgumentParser) -> None:
-    _sidecar_options(parser, token=True)
-    observer_cost.add_arguments(parser)
+OBSERVER_COST = (*_sidecar_options(token=True), *observer_cost.OPTIONS)
 
 
 def run_observer_cost(args: argparse.Namespace) -> int:
@@ -423,14 +376,14 @@ def run_observer_cost(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
-    "phase": ("begin or end an experiment phase on a sidecar", add_phase, run_phase),
+    "phase": ("begin or end an experiment phase on a sidecar", PHASE, run_phase),
     "evidence": ("write evidence.json, evidence.md and a picture from a sidecar's phases",
-                 add_evidence, run_evidence),
+                 EVIDENCE, run_evidence),
     "probe": ("run the cache-order probe from a corpus, each pass a phase, then the evidence",
-              add_probe, run_probe),
+              PROBE, run_probe),
     "compare": (f"gate a candidate arm against a baseline ({MIN_REPETITIONS} repetitions a lane)",
-                add_compare, run_compare),
+                COMPARE, run_compare),
     "observer-cost": ("measure an observer's cost: its --on/--off commands, repetitions in a "
-                      "recorded order, checked, with an interval", add_observer_cost,
+                      "recorded order, checked, with an interval", OBSERVER_COST,
                       run_observer_cost),
 }

@@ -23,7 +23,6 @@ import random
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from exporter.experiment import observer_cost_run as run
@@ -40,73 +39,49 @@ from exporter.experiment.observer_cost_plan import (
 )
 from exporter.experiment.probe import Corpus, CorpusError, read_corpus
 from exporter.experiment.record import RecordError, prepare_out, write_json
+from exporter.options import Option
 
 SWITCH_LOG = "switch.log"
 
 
-def _at_least(low: int) -> Any:
-    def parse(text: str) -> int:
-        if not text.isdigit() or int(text) < low:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {text!r}")
-        return int(text)
-    return parse
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not 0 <= value < 86_400:
-        raise argparse.ArgumentTypeError(f"expected seconds in [0, 86400), got {text!r}")
-    return value
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options after the sidecar's (commands.py adds --sidecar, --token-file and access)."""
-    parser.add_argument("--engine-url", required=True, metavar="URL",
-                        help="the engine's base URL: completions go to /v1/completions, its "
-                        "identity, ranks and clock come from /debug/offload/snapshot")
-    parser.add_argument("--corpus", type=Path, required=True, metavar="FILE.jsonl",
-                        help="the retained fixture: one completion body a line, each with the "
-                        "same max_tokens (e.g. `python -m simulator corpus fixture-1024`)")
-    parser.add_argument("--on", required=True, metavar="CMD",
-                        help="shell command that switches the observer on (exit 0 when done)")
-    parser.add_argument("--off", required=True, metavar="CMD",
-                        help="shell command that switches the observer off (exit 0 when done)")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="directory for plan.json, observer-cost.json, observer-cost.md, "
-                        "observer-cost.png and switch.log")
-    parser.add_argument("--concurrency", default="1,4", metavar="C,...",
-                        help="concurrencies, each warmed and measured on its own, in this order "
-                        "(default: %(default)s)")
-    parser.add_argument("--repetitions", type=_at_least(2), default=3, metavar="N",
-                        help="repetitions per arm and concurrency (default: %(default)s)")
-    parser.add_argument("--requests", type=_at_least(1), metavar="N",
-                        help="requests per repetition, the corpus's bodies in order, cycling "
-                        "(default: one pass over the corpus)")
-    parser.add_argument("--warmup", type=_at_least(0), metavar="N",
-                        help="warm-up requests per concurrency, the observer off (default: as "
-                        "--requests)")
-    parser.add_argument("--name", help="phase name prefix, 1-40 of A-Z a-z 0-9 . _ - "
-                        "(default: observer-<UTC time>)")
-    parser.add_argument("--seed", type=_at_least(0), metavar="N",
-                        help="seed of the order (default: drawn, and recorded in plan.json)")
-    parser.add_argument("--latency-source", choices=("engine", "client"), default="engine",
-                        help="the latency a result judges: the engine's own histogram, or the "
-                        "client's clock (both are reported; default: %(default)s)")
-    parser.add_argument("--ranks", type=_at_least(1), metavar="N",
-                        help="ranks the snapshot must list at every edge (default: those it "
-                        "lists when the run begins)")
-    parser.add_argument("--clock-tolerance", type=_seconds, default=DEFAULT_CLOCK_TOLERANCE,
-                        metavar="S", help="how far a clock may move against another within a "
-                        "repetition before it counts as a jump (default: %(default)s)")
-    parser.add_argument("--settle", type=_seconds, default=0.0, metavar="S",
-                        help="seconds to wait after each switch command (default: %(default)s)")
-    parser.add_argument("--switch-timeout", type=_seconds, default=120.0, metavar="S",
-                        help="seconds a switch command may take (default: %(default)s)")
-    parser.add_argument("--request-timeout", type=_seconds, default=300.0, metavar="S",
-                        help="seconds one completion may take (default: %(default)s)")
+OPTIONS = (  # after the sidecar's (commands.py adds --sidecar, --token-file and access)
+    Option("--engine-url", "str", None, "the engine's base URL: completions go to "
+           "/v1/completions, its identity, ranks and clock come from /debug/offload/snapshot",
+           required=True, metavar="URL"),
+    Option("--corpus", "path", None, "the retained fixture: one completion body a line, each "
+           "with the same max_tokens (e.g. `python -m simulator corpus fixture-1024`)",
+           required=True, metavar="FILE.jsonl"),
+    Option("--on", "text", None, "shell command that switches the observer on (exit 0 when "
+           "done)", required=True, metavar="CMD"),
+    Option("--off", "text", None, "shell command that switches the observer off (exit 0 when "
+           "done)", required=True, metavar="CMD"),
+    Option("--out", "path", None, "directory for plan.json, observer-cost.json, "
+           "observer-cost.md, observer-cost.png and switch.log", required=True, metavar="DIR"),
+    Option("--concurrency", "text", "1,4", "concurrencies, each warmed and measured on its own, "
+           "in this order", metavar="C,..."),
+    Option("--repetitions", "int", 3, "repetitions per arm and concurrency", low=2, metavar="N"),
+    Option("--requests", "int", None, "requests per repetition, the corpus's bodies in order, "
+           "cycling", low=1, metavar="N", default_text="one pass over the corpus"),
+    Option("--warmup", "int", None, "warm-up requests per concurrency, the observer off", low=0,
+           metavar="N", default_text="as --requests"),
+    Option("--name", "text", None, "phase name prefix, 1-40 of A-Z a-z 0-9 . _ -",
+           default_text="observer-<UTC time>"),
+    Option("--seed", "int", None, "seed of the order", low=0, metavar="N",
+           default_text="drawn, and recorded in plan.json"),
+    Option("--latency-source", "str", "engine", "the latency a result judges: the engine's own "
+           "histogram, or the client's clock (both are reported)", choices=("engine", "client")),
+    Option("--ranks", "int", None, "ranks the snapshot must list at every edge", low=1,
+           metavar="N", default_text="those it lists when the run begins"),
+    Option("--clock-tolerance", "float", DEFAULT_CLOCK_TOLERANCE, "how far a clock may move "
+           "against another within a repetition before it counts as a jump", low=0,
+           below=86_400, metavar="S"),
+    Option("--settle", "float", 0.0, "seconds to wait after each switch command", low=0,
+           below=86_400, metavar="S"),
+    Option("--switch-timeout", "float", 120.0, "seconds a switch command may take", low=0,
+           below=86_400, metavar="S"),
+    Option("--request-timeout", "float", 300.0, "seconds one completion may take", low=0,
+           below=86_400, metavar="S"),
+)
 
 
 def _err(message: str) -> None:

@@ -25,6 +25,7 @@ from exporter import access
 from exporter.defaults import STATUS_TIMEOUT, WATCH_INTERVAL
 from exporter.oncall import report, text
 from exporter.oncall.model import utc
+from exporter.options import Option
 
 ANSI: Final = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -33,26 +34,16 @@ class Unreachable(Exception):
     """The sidecar gave no usable /status; the message says why, for a person."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sidecar", required=True, metavar="URL",
-                        help="the sidecar's base URL, e.g. http://127.0.0.1:19400")
-    parser.add_argument("--watch", action="store_true",
-                        help="redraw in place every --interval seconds until Ctrl-C")
-    parser.add_argument("--interval", type=_positive, default=WATCH_INTERVAL, metavar="S",
-                        help=f"seconds between redraws with --watch (default {WATCH_INTERVAL:g})")
-    parser.add_argument("--timeout", type=_positive, default=STATUS_TIMEOUT, metavar="S",
-                        help=f"seconds to wait for the sidecar (default {STATUS_TIMEOUT:g})")
-    access.add_arguments(parser)
-
-
-def _positive(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {raw!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {raw!r}")
-    return value
+OPTIONS = (
+    Option("--sidecar", "str", None, "the sidecar's base URL, e.g. http://127.0.0.1:19400",
+           required=True, metavar="URL"),
+    Option("--watch", "bool", False, "redraw in place every --interval seconds until Ctrl-C"),
+    Option("--interval", "float", WATCH_INTERVAL, "seconds between redraws with --watch",
+           above=0, metavar="S"),
+    Option("--timeout", "float", STATUS_TIMEOUT, "seconds to wait for the sidecar", above=0,
+           metavar="S"),
+    *access.OPTIONS,
+)
 
 
 def status_url(sidecar: str) -> str:

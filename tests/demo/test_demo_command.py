@@ -20,42 +20,48 @@ from tools.harness import free_port as any_free_port
 
 
 def demo_parser() -> argparse.ArgumentParser:
-    parser = cli._parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    demo: argparse.ArgumentParser = sub.choices["demo"]
-    return demo
+    return cli.command_parser("demo", environ={})
 
 
 def test_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    parser = demo_parser()
-    undocumented = [a.option_strings for a in parser._actions
-                    if a.option_strings and not (a.help and a.help.strip())]
-    assert undocumented == []
+    assert [o.flag for o in command.OPTIONS if not o.help.strip()] == []
     with pytest.raises(SystemExit) as info:
-        parser.parse_args(["--help"])
+        demo_parser().parse_args(["--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
-    flags = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    flags = [o.flag for o in command.OPTIONS]
     assert len(flags) >= 20 and [f for f in flags if f not in out] == []
+    assert [o.env for o in command.OPTIONS if o.env not in out.replace("\n", " ")] == []
     assert "Ctrl-C stops everything" in out and "44 for demo" in out
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--scenario", "nope"], "invalid choice: 'nope' (choose from steady, reverse-replay, outage, "
-                             "idle, demo)"),
-    (["--port", "70000"], "expected a port number 1-65535, got '70000'"),
-    (["--poll-interval", "0"], "expected a positive number of seconds, got '0'"),
-    (["--duration", "nan"], "expected a positive number of seconds, got 'nan'"),
-    (["--outage-container", "other"], "invalid choice: 'other'"),
+    (["--scenario", "nope"], "--scenario / HELIOS_EXPORTER_SCENARIO: expected steady, "
+                             "reverse-replay, outage, idle or demo, got 'nope'"),
+    (["--port", "70000"], "--port / HELIOS_EXPORTER_PORT: expected a port number 1-65535, got "
+                          "'70000'"),
+    (["--poll-interval", "0"], "--poll-interval / HELIOS_EXPORTER_POLL_INTERVAL: must be greater "
+                               "than 0, got 0.0"),
+    (["--duration", "nan"], "--duration / HELIOS_EXPORTER_DURATION: expected a finite number, "
+                            "got 'nan'"),
+    (["--outage-container", "other"], "expected same or new, got 'other'"),
 ])
 def test_bad_options_are_refused_by_the_parser(argv: list[str], message: str,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         demo_parser().parse_args(argv)
     assert info.value.code == 2
-    assert message in capsys.readouterr().err.replace("'steady', 'reverse-replay', 'outage', "
-                                                      "'idle', 'demo'",
-                                                      "steady, reverse-replay, outage, idle, demo")
+    assert message in capsys.readouterr().err
+
+
+def test_every_bad_option_is_refused_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        demo_parser().parse_args(["--port", "0", "--duration", "-1", "--outage-stuck-requests",
+                                  "-2", "--scenario", "nope"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert [line.split(" / ")[0].strip() for line in err.splitlines()[-4:]] == [
+        "--scenario", "--duration", "--port", "--outage-stuck-requests"]
 
 
 @pytest.mark.parametrize(("argv", "message"), [

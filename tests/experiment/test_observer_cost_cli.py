@@ -43,7 +43,8 @@ def test_bad_input_exits_2_with_nothing_sent(tmp_path: Path, bodies: list[dict[s
 
 def test_one_repetition_an_arm_is_refused(tmp_path: Path) -> None:
     done = run(tmp_path, [{"prompt": "a", "max_tokens": 8}], "--repetitions", "1")
-    assert done.returncode == 2 and "expected a whole number >= 2" in done.stderr
+    assert done.returncode == 2 and "--repetitions / HELIOS_EXPORTER_REPETITIONS: must be 2 or more, got 1" \
+        in done.stderr
 
 
 def test_an_unreachable_sidecar_stops_it_before_the_plan_is_used(tmp_path: Path) -> None:

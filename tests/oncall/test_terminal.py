@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from exporter import options
 from exporter.oncall import report, terminal, text
 from tests.oncall import samples
 from tests.oncall.samples import INCUMBENT, NOW, RESTORED
@@ -24,8 +25,7 @@ DATE = "Mon, 30 Nov 2026 00:53:20 GMT"  # NOW
 
 
 def args(**given: Any) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    terminal.add_arguments(parser)
+    parser = options.parser(terminal.OPTIONS, environ={})
     argv = ["--sidecar", "sidecar.test:19400"]
     for key, value in given.items():
         flag = "--" + key.replace("_", "-")

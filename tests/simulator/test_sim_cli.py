@@ -21,9 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    cli.add_arguments(parser)
-    return parser.parse_args(list(argv))
+    return cli.parser(environ={}).parse_args(list(argv))
 
 
 def test_defaults() -> None:
@@ -64,19 +62,34 @@ def test_create_app_applies_scenario_defaults_and_options() -> None:
     assert config.stores_per_request == 12
     config = cli._engine_config(parse("--listen", "h:1", "--stores-per-request", "5"))
     assert config.stores_per_request == 5
-    with pytest.raises(ValueError):
-        cli._engine_config(parse("--listen", "h:1", "--row-fraction", "1.5"))
+    with pytest.raises(ValueError, match="the row slab holds no row"):
+        cli._engine_config(parse("--listen", "h:1", "--budget-bytes", "1000"))
 
 
 @pytest.mark.parametrize("argv", [
     ["--listen", "h:1", "--scenario", "idle", "--rate", "3"],
-    ["--listen", "h:1", "--time-scale", "0"],
-    ["--listen", "h:1", "--latency-noise", "-0.1"],
-    ["--listen", "h:1", "--stores-per-request", "0"],
+    ["--listen", "h:1", "--budget-bytes", "1000"],
 ])
-def test_bad_options_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_options_that_disagree_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.run(parse(*argv)) == 2
     assert capsys.readouterr().err.startswith("simulate: ")
+
+
+def test_every_bad_option_is_refused_by_the_parser_at_once(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        parse("--listen", "h:1", "--time-scale", "0", "--latency-noise", "-0.1",
+              "--stores-per-request", "0", "--row-fraction", "1.5", "--trace-cost", "11",
+              "--early-stop", "-1")
+    assert info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-6:] == [
+        "  --row-fraction / HELIOS_EXPORTER_ROW_FRACTION: must be in (0, 1), got 1.5",
+        "  --stores-per-request / HELIOS_EXPORTER_STORES_PER_REQUEST: must be 1 or more, got 0",
+        "  --time-scale / HELIOS_EXPORTER_TIME_SCALE: must be greater than 0, got 0.0",
+        "  --latency-noise / HELIOS_EXPORTER_LATENCY_NOISE: must be 0 to 1, got -0.1",
+        "  --trace-cost / HELIOS_EXPORTER_TRACE_COST: must be 0 to 10, got 11.0",
+        "  --early-stop / HELIOS_EXPORTER_EARLY_STOP: must be 0 or more, got -1",
+    ]
 
 
 def test_idle_engine_options() -> None:
@@ -132,11 +145,8 @@ def test_address_in_use_exits_1() -> None:
 
 
 def test_every_option_and_scenario_is_documented() -> None:
-    parser = argparse.ArgumentParser()
-    cli.add_arguments(parser)
     doc = (ROOT / "docs" / "simulator.md").read_text()
-    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
-    missing = [o for o in options if o != "--help" and f"`{o}" not in doc]
+    missing = [o.flag for o in cli.OPTIONS if f"`{o.flag}" not in doc]
     assert missing == []
     assert [s for s in SCENARIOS if f"**{s}**" not in doc] == []
     assert [c for c in LANES if f"| `{c}` |" not in doc] == []

@@ -16,9 +16,7 @@ from tests.conftest import FIXTURES
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    cli.add_arguments(parser)
-    return parser.parse_args(["--listen", "127.0.0.1:1", *argv])
+    return cli.parser(environ={}).parse_args(["--listen", "127.0.0.1:1", *argv])
 
 
 def test_seed_001_serves_the_records_its_layout_derives() -> None:
