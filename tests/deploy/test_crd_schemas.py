@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.process_guard import process_fixture
+
 from . import crd_schemas
 from .conftest import DEPLOY, find, kustomize, load_docs
 
@@ -26,7 +28,7 @@ def test_pinned_copies_are_the_upstream_blobs() -> None:
         assert got == blob, name
 
 
-@pytest.fixture(scope="module")
+@process_fixture(scope="module")  # kubectl kustomize
 def monitor() -> dict[str, Any]:
     return find(kustomize(DEPLOY / "kubernetes"), "PodMonitor")
 
