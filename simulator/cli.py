@@ -19,7 +19,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from simulator.app import build_app
-from simulator.engine import EngineConfig, SimulatedEngine
+from simulator.engine import SNAPSHOT_VERSIONS, EngineConfig, SimulatedEngine
 from simulator.latency import LatencyModel
 from simulator.outage import OutageOptions
 from simulator.runner import DEFAULT_RATES, ENGINE_DEFAULTS, OUTAGE_DEFAULTS, SCENARIOS, build_scenario
@@ -71,7 +71,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     tier.add_argument("--stores-per-request", type=int, default=None, metavar="N",
                       help="checkpoints stored per request, spread over the prompt's blocks "
                       "(default: the geometry's, 3 for seed-001; with generic the scenario's: "
-                      "3, or 12 for reverse-replay, idle and demo)")
+                      "3, or 12 for reverse-replay, idle and demo, 1 for inert)")
+    tier.add_argument("--row-checkpoint-interval-tokens", type=int, default=None, metavar="N",
+                      help="row checkpoints only at multiples of N prompt tokens, a multiple of "
+                      "--tokens-per-page; a prompt of N tokens or fewer cannot be reused "
+                      "(default: --tokens-per-page, any block boundary)")
+    parser.add_argument("--snapshot-version", type=int, choices=SNAPSHOT_VERSIONS, default=1,
+                        help="schema_version of /debug/offload/snapshot: 1, or 3 with the host "
+                        "tier's store outcomes, restore transfers, eviction ages, blocked tokens "
+                        "and prompt-token split (docs/snapshot.md) (default: %(default)s)")
 
     timing = parser.add_argument_group("request timing (docs/simulator.md, 'Latency')")
     timing.add_argument("--time-scale", type=finite_float, default=EngineConfig.time_scale,
@@ -155,6 +163,10 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
              ("budget_bytes", "row_fraction", "row_record_bytes", "page_record_bytes")
              if getattr(args, name) is not None}
     geometry = dataclasses.replace(named.slabs, **given)
+    interval = args.row_checkpoint_interval_tokens
+    if interval is not None and (interval < 1 or interval % args.tokens_per_page):
+        raise ValueError(f"--row-checkpoint-interval-tokens must be a positive multiple of "
+                         f"--tokens-per-page ({args.tokens_per_page}), got {interval}")
     if args.early_stop is not None and args.early_stop < 0:
         raise ValueError(f"--early-stop must not be negative, got {args.early_stop}")
     return EngineConfig(
@@ -162,7 +174,8 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
         checkpoint=args.checkpoint, package=args.package, image_digest=args.image_digest,
         container_id=args.container_id, time_scale=args.time_scale,
         latency=LatencyModel(noise=args.latency_noise), trace_cost=args.trace_cost,
-        early_stop=args.early_stop, **overrides,
+        early_stop=args.early_stop, snapshot_version=args.snapshot_version,
+        row_checkpoint_interval_tokens=args.row_checkpoint_interval_tokens, **overrides,
     )
 
 
