@@ -3,17 +3,41 @@
 
 The tests hold the simulator's snapshots and the v3 fixtures to it. Each rule is checked only
 where the snapshot has every field it relates (a v3 field is optional). Miss keys are mapped onto
-the closed set the way the sidecar maps them (`exporter.labels.miss_reason`).
+the closed set the way the sidecar maps them (`exporter.labels.miss_reason`). `strip_v3` gives
+the v1 snapshot a v3 one contains.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import Counter
 from itertools import pairwise
 from typing import Any
 
 from exporter.labels import miss_reason
+
+# What v3 adds, as paths under `offload` (a `*` is each pressure).
+V3_FIELDS = (
+    ("host", "store_outcomes"), ("host", "stored_bytes"), ("host", "restore_transfers"),
+    ("evictions", "*", "age_seconds"), ("evictions", "*", "idle_seconds"),
+    ("lookups", "blocked_tokens"), ("lookups", "evicted_by"), ("geometry",), ("prompt_tokens",),
+)
+
+
+def strip_v3(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` without any v3 field, at schema_version 1."""
+    out = copy.deepcopy(obj)
+    out["schema_version"] = 1
+    off = out["offload"]
+    for path in V3_FIELDS:
+        parents = [off]
+        for key in path[:-1]:
+            parents = [p[k] for p in parents for k in (p if key == "*" else [key]) if k in p]
+        for parent in parents:
+            parent.pop(path[-1], None)
+    return out
+
 
 # Sums of float seconds: one part in 10^9 (and 1 ns) of slack.
 _REL = 1e-9
