@@ -178,6 +178,7 @@ def build_app(
         checkpoint = engine.config.checkpoint
         n, finish = outputs.length(checkpoint, model, tokens, body.max_tokens, body.min_tokens,
                                    body.ignore_eos, engine.config.early_stop)
+        fail_stores = False
         for kind, seconds in faults.next_request():
             if kind == "restart":
                 engine.restart("same")
@@ -189,8 +190,10 @@ def build_app(
                 engine.wall_offset += seconds
             elif kind == "rank_lost" and engine.config.num_ranks:
                 engine.lost_ranks.add(engine.config.num_ranks - 1)
-        try:
-            running = engine.submit(tokens, n, body.model)  # decode time follows n
+            elif kind == "store_fail":
+                fail_stores = True
+        try:  # decode time follows n
+            running = engine.submit(tokens, n, body.model, fail_stores=fail_stores)
         except EngineUnavailable as exc:
             raise HTTPException(503, f"engine unavailable: {exc}") from exc
         await sleep(min(max(0.0, running.finish_at - clock()), max_request_wait_s))

@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from exporter import options
 from exporter.options import Option, OptionParser
 from simulator.app import build_app
-from simulator.engine import EngineConfig, SimulatedEngine
+from simulator.engine import SNAPSHOT_VERSIONS, EngineConfig, SimulatedEngine
 from simulator.latency import LatencyModel
 from simulator.outage import OutageOptions
 from simulator.runner import DEFAULT_RATES, ENGINE_DEFAULTS, OUTAGE_DEFAULTS, SCENARIOS, build_scenario
@@ -65,7 +65,17 @@ OPTIONS = (
            "tokens in one KV page, i.e. one index block", above=0, group=TIER),
     Option("--stores-per-request", "int", None, "checkpoints stored per request, spread over the "
            "prompt's blocks", low=1, metavar="N", default_text="the geometry's, 3 for seed-001; with "
-           "generic the scenario's: 3, or 12 for reverse-replay, idle and demo", group=TIER),
+           "generic the scenario's: 3, or 12 for reverse-replay, idle and demo, 1 for inert",
+           group=TIER),
+    Option("--row-checkpoint-interval-tokens", "int", None, "row checkpoints only at multiples "
+           "of N prompt tokens, a multiple of --tokens-per-page; a prompt of N tokens or fewer "
+           "cannot be reused", low=1, metavar="N",
+           default_text="--tokens-per-page, any block boundary", group=TIER),
+    Option("--snapshot-version", "int", 1, "schema_version of /debug/offload/snapshot: 1, or 3 "
+           "with the host tier's store outcomes, restore transfers, eviction ages, blocked "
+           "tokens and prompt-token split (docs/snapshot.md)",
+           check=lambda v: None if v in SNAPSHOT_VERSIONS else
+           f"must be one of {', '.join(map(str, SNAPSHOT_VERSIONS))}, got {v}"),
     Option("--time-scale", "float", EngineConfig.time_scale, "run requests and host stores "
            "FACTOR times faster than real time; the engine's metrics still record the modelled "
            "latency", above=0, metavar="FACTOR", group=TIMING),
@@ -126,12 +136,17 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
              ("budget_bytes", "row_fraction", "row_record_bytes", "page_record_bytes")
              if getattr(args, name) is not None}
     geometry = dataclasses.replace(named.slabs, **given)
+    interval = args.row_checkpoint_interval_tokens
+    if interval is not None and interval % args.tokens_per_page:
+        raise ValueError(f"--row-checkpoint-interval-tokens must be a positive multiple of "
+                         f"--tokens-per-page ({args.tokens_per_page}), got {interval}")
     return EngineConfig(
         geometry=geometry, tokens_per_page=args.tokens_per_page, model_name=args.model_name,
         checkpoint=args.checkpoint, package=args.package, image_digest=args.image_digest,
         container_id=args.container_id, time_scale=args.time_scale,
         latency=LatencyModel(noise=args.latency_noise), trace_cost=args.trace_cost,
-        early_stop=args.early_stop, **overrides,
+        early_stop=args.early_stop, snapshot_version=args.snapshot_version,
+        row_checkpoint_interval_tokens=args.row_checkpoint_interval_tokens, **overrides,
     )
 
 

@@ -25,9 +25,13 @@ from simulator.latency import LatencyModel
 from simulator.metrics import EngineMetrics
 from simulator.retired import DEFAULT_CAPACITY
 from simulator.slabs import SlabGeometry, SlabPool
-from simulator.stats import TierStats
+from simulator.stats import TierStats, closed_reason
 
 AdmissionState = Literal["open", "draining", "closed"]
+# The snapshot schema versions served: 1 (what the sidecar reads today) and 3, which adds the
+# fields of exporter/schema/snapshot-v3.schema.json. There is no 2: interface version 2 kept
+# snapshot schema 1.
+SNAPSHOT_VERSIONS = (1, 3)
 ADMISSION_STATES: tuple[AdmissionState, ...] = ("open", "draining", "closed")
 GENERATION_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 CONTAINER_RE = re.compile(r"[0-9a-f]{12,64}")  # a container id, short or full
@@ -61,6 +65,10 @@ class EngineConfig:
     trace_cost: float = 0.0
     # A fault: every completion ends after this many tokens, whatever it asked for (None: none).
     early_stop: int | None = None
+    # Row checkpoints sit only at multiples of this many prompt tokens (a multiple of
+    # tokens_per_page); None: at any block boundary (tokens_per_page).
+    row_checkpoint_interval_tokens: int | None = None
+    snapshot_version: int = 1
 
     def __post_init__(self) -> None:
         if not self.time_scale > 0:
@@ -73,6 +81,21 @@ class EngineConfig:
             raise ValueError(f"trace_cost must be in [0, 10], got {self.trace_cost}")
         if self.early_stop is not None and self.early_stop < 0:
             raise ValueError(f"early_stop must not be negative, got {self.early_stop}")
+        if self.tokens_per_page < 1:
+            raise ValueError(f"tokens_per_page must be positive, got {self.tokens_per_page}")
+        interval = self.row_checkpoint_interval_tokens
+        if interval is not None and (interval < 1 or interval % self.tokens_per_page):
+            raise ValueError(f"row_checkpoint_interval_tokens must be a positive multiple of "
+                             f"tokens_per_page ({self.tokens_per_page}), got {interval}")
+        if self.snapshot_version not in SNAPSHOT_VERSIONS:
+            raise ValueError(f"snapshot_version must be one of "
+                             f"{', '.join(map(str, SNAPSHOT_VERSIONS))}, got "
+                             f"{self.snapshot_version}")
+
+    @property
+    def checkpoint_interval_tokens(self) -> int:
+        """The row checkpoint interval in tokens (geometry.row_checkpoint_interval_tokens)."""
+        return self.row_checkpoint_interval_tokens or self.tokens_per_page
 
 
 class EngineUnavailable(Exception):
@@ -146,12 +169,14 @@ class SimulatedEngine:
         self.stats = TierStats()
         self.pool = SlabPool(self.config.geometry)
         self.index = PrefixIndex(
-            self.pool, self.config.tokens_per_page, self.stats, self.config.retired_memory
+            self.pool, self.config.tokens_per_page, self.stats, self.config.retired_memory,
+            self.config.checkpoint_interval_tokens // self.config.tokens_per_page,
         )
         self.metrics = EngineMetrics(self.config.model_name, lambda: self.running)
         self._active: dict[str, Request] = {}
         self._stores: list[tuple[float, int, int]] = []
         self._store_seq = 0
+        self._failing: set[int] = set()  # stores in flight that a `store_fail` fault will fail
         self._device: deque[tuple[int, ...]] = deque(maxlen=max(1, self.config.device_cache_slots))
         log.info("engine_started", generation=generation, container_id=self.container_id)
 
@@ -184,6 +209,7 @@ class SimulatedEngine:
         self.crashed = True
         self._active.clear()
         self._stores.clear()
+        self._failing.clear()
 
     def restart(
         self,
@@ -230,16 +256,19 @@ class SimulatedEngine:
         return min(best, max(0, len(tokens) - 1))
 
     def checkpoint_depths(self, prompt_tokens: int) -> list[int]:
-        """Block boundaries this request stores checkpoints at, shallow first."""
-        usable = self.index.usable_blocks(prompt_tokens)
+        """Block boundaries this request stores checkpoints at, shallow first: whole row
+        checkpoint intervals, spread evenly over the usable ones."""
+        step = self.index.checkpoint_blocks
+        intervals = self.index.usable_blocks(prompt_tokens) // step
         n = self.config.stores_per_request
-        return sorted({round(usable * i / n) for i in range(1, n + 1)} - {0})
+        return sorted({round(intervals * i / n) * step for i in range(1, n + 1)} - {0})
 
     def submit(
-        self, tokens: Sequence[int], max_tokens: int, model: str | None = None
+        self, tokens: Sequence[int], max_tokens: int, model: str | None = None,
+        *, fail_stores: bool = False,
     ) -> Request:
         """Start a completion that generates ``max_tokens`` tokens: look the prompt up, then
-        store its checkpoints asynchronously."""
+        store its checkpoints asynchronously (with ``fail_stores``, each of them fails)."""
         if self.crashed or self.admission != "open":
             reason = "engine down" if self.crashed else f"admission {self.admission}"
             raise EngineUnavailable(reason)
@@ -255,15 +284,29 @@ class SimulatedEngine:
             self.index.pin(result.node_id)
             restored = max(0, result.tokens - device)
         reused = device + restored
-        self.stats.tokens_restored += restored
-        self.stats.prompt_tokens_reused += reused
+        stats = self.stats
+        stats.tokens_restored += restored
+        stats.prompt_tokens_reused += reused
+        stats.prompt_computed += len(prompt) - reused
+        stats.prompt_gpu_prefix += device
+        stats.prompt_host_restored += restored
+        if not result.hit and result.reason is not None:
+            stats.blocked_tokens[closed_reason(result.reason)] += len(prompt) - device
+        if restored:
+            nbytes = self._restored_bytes(restored)
+            stats.record_restore(nbytes, nbytes / self.config.latency.host_bytes_per_s)
         scale = self.config.time_scale
-        for depth in self.checkpoint_depths(len(prompt)):
+        depths = self.checkpoint_depths(len(prompt))
+        if not depths:  # too short for any checkpoint: the prompt's state cannot be stored
+            stats.dropped_ineligible += 1
+        for depth in depths:
             node_id = self.index.begin_store(key, prompt, depth, now)
             if node_id is not None:
                 due = now + self.rng.uniform(*self.config.store_latency_s) / scale
                 self._store_seq += 1
                 heapq.heappush(self._stores, (due, self._store_seq, node_id))
+                if fail_stores:
+                    self._failing.add(node_id)
         latency = self.config.latency.seconds(
             len(prompt) - reused, self._restored_bytes(restored), max_tokens, self.rng,
             1.0 + self.config.trace_cost if self.trace_enabled else 1.0,
@@ -288,7 +331,11 @@ class SimulatedEngine:
         now = self.clock()
         while self._stores and self._stores[0][0] <= now:
             due, _, node_id = heapq.heappop(self._stores)
-            self.index.complete_store(node_id, due)
+            if node_id in self._failing:
+                self._failing.discard(node_id)
+                self.index.fail_store(node_id, due)
+            else:
+                self.index.complete_store(node_id, due)
         for request in [r for r in self._active.values() if r.finish_at <= now]:
             self.finish(request)
 
@@ -311,11 +358,24 @@ class SimulatedEngine:
 
     # -- snapshot ---------------------------------------------------------------------------
 
-    def snapshot(self) -> dict[str, Any]:
-        """docs/interface.md section 1, schema_version 1."""
-        pool = self.pool
+    def geometry(self) -> dict[str, int]:
+        """Schema v3's ``offload.geometry``: from the configuration."""
         return {
-            "schema_version": 1,
+            "page_tokens": self.config.tokens_per_page,
+            "row_checkpoint_interval_tokens": self.config.checkpoint_interval_tokens,
+            "min_reusable_tokens": self.index.min_reusable_tokens,
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        """docs/interface.md section 1: schema_version 1, or 3 (``snapshot_version``) with the
+        fields of docs/snapshot.md's v3 section as well."""
+        pool = self.pool
+        version = self.config.snapshot_version
+        counters = self.stats.as_dict(version)
+        if version >= 3:
+            counters["geometry"] = self.geometry()
+        return {
+            "schema_version": version,
             "generation": self.generation,
             "started_at": self.started_at,
             "identity": {
@@ -330,9 +390,9 @@ class SimulatedEngine:
                 "budget_bytes": pool.geometry.budget_bytes,
                 "slabs": {"row": pool.row.snapshot(), "page": pool.page.snapshot()},
                 "resident": {"records": self.index.resident_records, "bytes": pool.used_bytes},
-                **self.stats.as_dict(),
+                **counters,
             },
-            # Beyond schema v1 (the sidecar ignores both): the engine's clocks, which
+            # Beyond the schema (the sidecar ignores both): the engine's clocks, which
             # `observer-cost` compares at every phase edge, and what the simulator knows it is.
             "clock": self.clock_anchor(),
             "simulator": {"trace": {"enabled": self.trace_enabled,

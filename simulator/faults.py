@@ -11,6 +11,7 @@ A fault is armed to fire at the N-th completion request the engine receives afte
 | ``short`` | it generates half its ``max_tokens`` and stops (``finish_reason`` ``stop``) |
 | ``clock_jump`` | the engine's wall clock steps by ``seconds`` (its process clock does not) |
 | ``rank_lost`` | the snapshot stops listing the last rank (until the next restart) |
+| ``store_fail`` | its host stores fail: each frees its records and counts as ``failed`` (v3) |
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Literal, get_args
 
-FaultKind = Literal["restart", "drop", "short", "clock_jump", "rank_lost"]
+FaultKind = Literal["restart", "drop", "short", "clock_jump", "rank_lost", "store_fail"]
 KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 
 

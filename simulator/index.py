@@ -9,7 +9,14 @@ Stores are asynchronous: a stored node is pinned and non-durable until ``complet
 (a request restoring a hit) pin it too. Under row or page pressure one eviction attempt retires the
 least recently used eligible leaf; with no eligible leaf, row pressure compacts the row of a
 single-child ancestor instead (its pages and child stay). Every checkpoint that loses its row is
-remembered (boundedly, ``simulator.retired``) so that a later miss on it reads ``evicted``.
+remembered (boundedly, ``simulator.retired``) so that a later miss on it reads ``evicted``, with
+the eviction that took it (``lookups.evicted_by``).
+
+Schema v3's measures come from the same operations and the clock each call passes (``now``):
+an evicted checkpoint's age (since its store completed) and idle time (since it last served a
+hit), the stores dropped for want of room or refused as too large, the stores that failed
+(``fail_store``) and the bytes of those completed. Checkpoints sit only at multiples of
+``checkpoint_blocks`` blocks (1: any block boundary), the row checkpoint interval.
 """
 
 from __future__ import annotations
@@ -19,7 +26,13 @@ from dataclasses import dataclass, field
 from itertools import count
 
 from simulator.audit import audit_index
-from simulator.retired import DEFAULT_CAPACITY, RetiredPrefixes, chain_hash, prefix_hashes
+from simulator.retired import (
+    DEFAULT_CAPACITY,
+    Cause,
+    RetiredPrefixes,
+    chain_hash,
+    prefix_hashes,
+)
 from simulator.slabs import SlabPool
 from simulator.stats import Outcome, Pressure, TierStats
 
@@ -42,6 +55,11 @@ class Node:
     last_access: float = 0.0
     # Hash of every block from the root to the end of this node's edge (simulator.retired).
     prefix: int = 0
+    # When its row's store completed, and when that row last served a hit (None: never).
+    stored_at: float = 0.0
+    last_hit: float | None = None
+    # How a node still in the tree lost its row (only compaction leaves one there).
+    lost_by: Cause | None = None
 
     def path(self) -> Iterator[Node]:
         """This node and its ancestors, roots excluded."""
@@ -71,12 +89,15 @@ def _common(edge: Sequence[Block], blocks: Sequence[Block]) -> int:
 class PrefixIndex:
     def __init__(
         self, pool: SlabPool, tokens_per_page: int, stats: TierStats | None = None,
-        retired_capacity: int = DEFAULT_CAPACITY,
+        retired_capacity: int = DEFAULT_CAPACITY, checkpoint_blocks: int = 1,
     ) -> None:
         if tokens_per_page < 1:
             raise ValueError(f"tokens_per_page must be positive, got {tokens_per_page}")
+        if checkpoint_blocks < 1:
+            raise ValueError(f"checkpoint_blocks must be positive, got {checkpoint_blocks}")
         self.pool = pool
         self.tokens_per_page = tokens_per_page
+        self.checkpoint_blocks = checkpoint_blocks
         self.stats = stats or TierStats()
         self._roots: dict[str, Node] = {}
         self._nodes: dict[int, Node] = {}
@@ -85,6 +106,11 @@ class PrefixIndex:
         self._held: set[int] = set()
         self.retired = RetiredPrefixes(retired_capacity)
         self._cut: tuple[Sequence[int] | None, list[Block]] = (None, [])
+        # The time of the latest operation: what an eviction measures ages against.
+        self._now = 0.0
+        # Stores in flight: the bytes they write, and what their node was before (had_row,
+        # lost_by), restored when the store fails.
+        self._pending: dict[int, tuple[int, bool, Cause | None]] = {}
 
     # -- geometry ---------------------------------------------------------------------------
 
@@ -100,8 +126,15 @@ class PrefixIndex:
         return blocks
 
     def usable_blocks(self, prompt_tokens: int) -> int:
-        """Blocks a checkpoint may cover: the last prompt token is always computed."""
-        return max(0, prompt_tokens - 1) // self.tokens_per_page
+        """Blocks a checkpoint may cover: the last prompt token is always computed, and a
+        checkpoint covers a whole number of row checkpoint intervals."""
+        whole = max(0, prompt_tokens - 1) // self.tokens_per_page
+        return whole // self.checkpoint_blocks * self.checkpoint_blocks
+
+    @property
+    def min_reusable_tokens(self) -> int:
+        """The shortest prompt a checkpoint can serve; a shorter one misses as ``too_short``."""
+        return self.checkpoint_blocks * self.tokens_per_page + 1
 
     def node(self, node_id: int) -> Node:
         return self._nodes[node_id]
@@ -132,6 +165,7 @@ class PrefixIndex:
         return path, i
 
     def lookup(self, key: str, tokens: Sequence[int], now: float) -> LookupResult:
+        self._now = now
         usable = self.usable_blocks(len(tokens))
         if usable == 0:
             return self._miss("too_short")
@@ -146,37 +180,39 @@ class PrefixIndex:
             if node.row is not None and node.durable:
                 for n in node.path():
                     n.last_access = now
+                node.last_hit = now
                 self.stats.record_hit()
                 return LookupResult(True, None, node.node_id, node.depth * self.tokens_per_page)
-        return self._miss(self._miss_reason(key, blocks, path, matched))
+        return self._miss(*self._miss_reason(key, blocks, path, matched))
 
     def _miss_reason(
         self, key: str, blocks: Sequence[Block], path: list[Node], matched: int
-    ) -> str:
+    ) -> tuple[str, Cause | None]:
         """Why no checkpoint served: the deepest checkpoint ever stored on the prompt's path
         under this key decides (in flight: ``not_durable``; lost its row, whether its node is
-        still there or was retired and is remembered: ``evicted``)."""
+        still there or was retired and is remembered: ``evicted``, with the eviction that took
+        it)."""
         hashes = prefix_hashes(blocks)
         retired_at = self.retired.deepest(key, hashes)
         for node in reversed(path):
             if node.depth < retired_at:
                 break
             if node.row is not None:
-                return "not_durable"
+                return "not_durable", None
             if node.had_row:
-                return "evicted"
+                return "evicted", node.lost_by
         if retired_at:
-            return "evicted"
+            return "evicted", self.retired.cause(key, hashes[retired_at - 1])
         if matched:
-            return "no_checkpoint"
+            return "no_checkpoint", None
         others = {k for k, r in self._roots.items() if k != key and self._walk(r, blocks)[1] > 0}
         others |= self.retired.other_keys(key, hashes)
         if others:
-            return f"key_mismatch:ckpt={min(others)[:4]}"
-        return "no_prefix"
+            return f"key_mismatch:ckpt={min(others)[:4]}", None
+        return "no_prefix", None
 
-    def _miss(self, reason: str) -> LookupResult:
-        self.stats.record_miss(reason)
+    def _miss(self, reason: str, cause: Cause | None = None) -> LookupResult:
+        self.stats.record_miss(reason, cause)
         return LookupResult(False, reason, None, 0)
 
     def pin(self, node_id: int) -> None:
@@ -192,7 +228,9 @@ class PrefixIndex:
 
     def begin_store(self, key: str, tokens: Sequence[int], depth: int, now: float) -> int | None:
         """Start storing a checkpoint after ``depth`` blocks; the node id, or None when the
-        checkpoint already holds a row or no record could be freed for it."""
+        checkpoint already holds a row or no record could be freed for it (``dropped_full``;
+        ``dropped_ineligible`` when it needs more pages than the page slab has)."""
+        self._now = now
         blocks = self.blocks_of(tokens)[:depth]
         if depth < 1 or len(blocks) != depth:
             raise ValueError(f"cannot checkpoint {depth} blocks of a {len(tokens)}-token prompt")
@@ -234,6 +272,10 @@ class PrefixIndex:
             for n_ in held:
                 self._prune(n_)
             self.stats.store_failures += 1
+            if depth - i > self.pool.page.capacity:
+                self.stats.dropped_ineligible += 1  # no eviction could ever make room
+            else:
+                self.stats.dropped_full += 1
             return None
         if split_child is not None:
             node = self._split(split_child, split)
@@ -243,7 +285,13 @@ class PrefixIndex:
             node.children[leaf.blocks[0]] = leaf
             self._nodes[leaf.node_id] = leaf
             node = leaf
+        geometry = self.pool.geometry
+        self._pending[node.node_id] = (
+            geometry.row_record_bytes + len(pages) * geometry.page_record_bytes,
+            node.had_row, node.lost_by,
+        )
         node.row, node.had_row, node.durable = row, True, False
+        node.lost_by, node.last_hit = None, None
         self.retired.discard(key, node.prefix)
         node.pins += 1
         # Making room may have retired the only child of a rowless node on the held path (the
@@ -259,10 +307,30 @@ class PrefixIndex:
         node = self._nodes[node_id]
         if node.durable:
             raise ValueError(f"node {node_id} has no store in flight")
+        self._now = max(self._now, now)
         node.durable = True
         node.pins -= 1
         node.last_access = max(node.last_access, now)
+        node.stored_at = now
         self.stats.host_stores += 1
+        self.stats.stored_bytes += self._pending.pop(node_id)[0]
+
+    def fail_store(self, node_id: int, now: float) -> None:
+        """The store in flight at ``node_id`` failed (the host copy did not complete): its row
+        and the pages it added are freed, and the node is again what it was before."""
+        node = self._nodes[node_id]
+        if node.durable:
+            raise ValueError(f"node {node_id} has no store in flight")
+        self._now = max(self._now, now)
+        _, had_row, lost_by = self._pending.pop(node_id)
+        assert node.row is not None
+        self.pool.row.release(node.row)
+        node.row, node.durable, node.had_row, node.lost_by = None, True, had_row, lost_by
+        node.pins -= 1
+        if had_row and lost_by is not None:  # it was evicted before: a miss still says so
+            self.retired.add(node.key, node.prefix, lost_by)
+        self.stats.stores_failed += 1
+        self._prune(node, retired=False)
 
     def _split(self, child: Node, at: int) -> Node:
         """Insert a rowless node ``at`` blocks into ``child``'s edge and return it."""
@@ -295,19 +363,23 @@ class PrefixIndex:
                 return None
         return [self.pool.page.allocate() for _ in range(n)]
 
-    def evict_once(self, pressure: Pressure) -> Outcome:
+    def evict_once(self, pressure: Pressure, now: float | None = None) -> Outcome:
         """One eviction attempt under ``pressure``, counted in the stats: ``evicted`` when a leaf
         was retired or an ancestor's row compacted; otherwise ``pinned`` when some candidate was
         pinned by a reader, ``non_durable`` when candidates only await their stores, and
         ``no_eligible`` when there is no candidate at all (e.g. every row is on the very path
-        being stored)."""
+        being stored). The evicted checkpoint's age and idle time are taken at ``now`` (by
+        default the time of the latest lookup or store)."""
+        if now is not None:
+            self._now = now
         nodes = [n for n in self._nodes.values() if n.node_id not in self._held]
         leaves = [n for n in nodes if not n.children]
         candidates = list(leaves)
         outcome: Outcome | None = None
         eligible = [n for n in leaves if n.durable and n.pins == 0]
         if eligible:
-            self._retire(min(eligible, key=lambda n: (n.last_access, -n.depth, n.node_id)))
+            self._retire(min(eligible, key=lambda n: (n.last_access, -n.depth, n.node_id)),
+                         pressure)
             outcome = "evicted"
         elif pressure == "row":
             # Compacting frees a row only, so it cannot relieve page pressure.
@@ -317,9 +389,10 @@ class PrefixIndex:
             if eligible:
                 victim = min(eligible, key=lambda n: (n.last_access, -n.depth, n.node_id))
                 assert victim.row is not None
+                self._record_age(victim, pressure)
                 self.pool.row.release(victim.row)
-                victim.row = None
-                self.retired.add(victim.key, victim.prefix)
+                victim.row, victim.lost_by = None, "ancestor_compaction"
+                self.retired.add(victim.key, victim.prefix, "ancestor_compaction")
                 self.stats.ancestor_row_compactions += 1
                 outcome = "evicted"
         if outcome is None:
@@ -332,15 +405,22 @@ class PrefixIndex:
         self.stats.evictions(pressure).record(outcome)
         return outcome
 
-    def _retire(self, leaf: Node) -> None:
+    def _record_age(self, node: Node, pressure: Pressure) -> None:
+        idle = None if node.last_hit is None else self._now - node.last_hit
+        self.stats.evictions(pressure).record_evicted(self._now - node.stored_at, idle)
+
+    def _retire(self, leaf: Node, pressure: Pressure) -> None:
         if leaf.row is not None:
+            self._record_age(leaf, pressure)
             self.pool.row.release(leaf.row)
             leaf.row = None
-            self.retired.add(leaf.key, leaf.prefix)
+            self.retired.add(leaf.key, leaf.prefix, pressure)
             self.stats.retired_leaf_rows += 1
         self._prune(leaf)
 
-    def _prune(self, start: Node) -> None:
+    def _prune(self, start: Node, retired: bool = True) -> None:
+        """Take ``start`` and its rowless ancestors out while each is an unpinned rowless leaf;
+        their pages count as retired unless ``retired`` is False (a failed store's)."""
         node: Node | None = start
         # A parent left as a rowless, unpinned leaf holds pages nothing can reach: retire it too.
         while (
@@ -349,7 +429,8 @@ class PrefixIndex:
         ):
             for page in node.pages:
                 self.pool.page.release(page)
-            self.stats.retired_leaf_pages += len(node.pages)
+            if retired:
+                self.stats.retired_leaf_pages += len(node.pages)
             del node.parent.children[node.blocks[0]]
             del self._nodes[node.node_id]
             node = node.parent

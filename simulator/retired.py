@@ -6,6 +6,10 @@ was too small"). Each retired checkpoint is remembered as ``(checkpoint key, pre
 the prefix hash chains the hashes of the blocks from the root to the checkpoint (as block hashes
 do in paged KV caches), so a lookup checks every depth of its prompt in one pass.
 
+Each entry also keeps how the checkpoint lost its row (``row`` or ``page``: its leaf was retired
+under that pressure; ``ancestor_compaction``: its row was compacted away), so that an ``evicted``
+miss can say which eviction caused it (the snapshot's ``lookups.evicted_by``).
+
 The memory holds at most ``capacity`` checkpoints; past that the oldest retirement is forgotten
 first (``forgotten`` counts them) and a miss on it reads ``no_prefix`` again. A checkpoint stored
 anew leaves the memory: the live index answers for it.
@@ -15,8 +19,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 Block = tuple[int, ...]
+# Which eviction took a checkpoint's row: a leaf retired under row or page pressure, or an
+# ancestor's row compacted (row pressure only).
+Cause = Literal["row", "page", "ancestor_compaction"]
+CAUSES: tuple[Cause, ...] = ("row", "page", "ancestor_compaction")
 
 # 32 turnovers of the default 512-row slab, about 6 MiB of Python objects.
 DEFAULT_CAPACITY = 16_384
@@ -47,22 +56,23 @@ class RetiredPrefixes:
             raise ValueError(f"capacity must not be negative, got {capacity}")
         self.capacity = capacity
         self.forgotten = 0
-        self._order: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._order: OrderedDict[tuple[str, int], Cause] = OrderedDict()
         # prefix hash -> keys that retired it; almost always one, and a tuple is a quarter of a set
         self._keys: dict[int, tuple[str, ...]] = {}
 
     def __len__(self) -> int:
         return len(self._order)
 
-    def add(self, key: str, prefix: int) -> None:
+    def add(self, key: str, prefix: int, cause: Cause = "row") -> None:
         entry = (key, prefix)
         if entry in self._order:
+            self._order[entry] = cause
             self._order.move_to_end(entry)
             return
         if self.capacity == 0:
             self.forgotten += 1
             return
-        self._order[entry] = None
+        self._order[entry] = cause
         self._keys[prefix] = (*self._keys.get(prefix, ()), key)
         while len(self._order) > self.capacity:
             old_key, old_prefix = self._order.popitem(last=False)[0]
@@ -88,6 +98,10 @@ class RetiredPrefixes:
             if key in self._keys.get(hashes[depth - 1], ()):
                 return depth
         return 0
+
+    def cause(self, key: str, prefix: int) -> Cause | None:
+        """How the checkpoint ``(key, prefix)`` lost its row; None when it is not remembered."""
+        return self._order.get((key, prefix))
 
     def other_keys(self, key: str, hashes: Sequence[int]) -> set[str]:
         """Keys other than ``key`` that retired a checkpoint at any of these prefixes."""

@@ -11,10 +11,16 @@ import structlog
 from simulator.clock import Clock, ManualClock, wall_clock
 from simulator.engine import SimulatedEngine
 from simulator.outage import OutageOptions, OutageScenario
-from simulator.scenarios import IdleScenario, ReverseReplayScenario, Scenario, SteadyScenario
+from simulator.scenarios import (
+    IdleScenario,
+    InertScenario,
+    ReverseReplayScenario,
+    Scenario,
+    SteadyScenario,
+)
 
-SCENARIOS = ("steady", "reverse-replay", "outage", "idle", "demo")
-DEFAULT_RATES = {"steady": 3.0, "reverse-replay": 4.0, "outage": 3.0, "demo": 4.0}
+SCENARIOS = ("steady", "reverse-replay", "outage", "idle", "demo", "inert")
+DEFAULT_RATES = {"steady": 3.0, "reverse-replay": 4.0, "outage": 3.0, "demo": 4.0, "inert": 3.0}
 # Engine settings a scenario needs unless the command line says otherwise. reverse-replay and idle
 # (where the probe drives the corpora) store a checkpoint every 4 blocks (12 per 48-block prompt):
 # 52 prompts want 624 rows of the 512 that a quarter of 32 GiB holds, while their 2496 pages leave
@@ -25,6 +31,8 @@ ENGINE_DEFAULTS: dict[str, dict[str, Any]] = {
     "outage": {},
     "idle": {"stores_per_request": 12},
     "demo": {"stores_per_request": 12},
+    # One checkpoint per prompt, at its end: none lands inside the document the prompts share.
+    "inert": {"stores_per_request": 1},
 }
 # The scenarios with an outage timeline, and its defaults. The demo's: three replay passes (prime,
 # forward, reverse: the cache-order probe's two outcomes; 13 s each and DEMO_PASS_GAP of quiet
@@ -57,6 +65,8 @@ def build_scenario(
         return SteadyScenario(rate=rate, seed=seed)
     if name == "reverse-replay":
         return ReverseReplayScenario(rate=rate)
+    if name == "inert":
+        return InertScenario(rate=rate, seed=seed)
     options = outage or OUTAGE_DEFAULTS[name]
     if name == "demo":
         replay = ReverseReplayScenario(rate=rate, pass_gap=DEMO_PASS_GAP, cycle=DEMO_CYCLE)

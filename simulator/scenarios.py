@@ -184,6 +184,57 @@ class ReverseReplayScenario:
 
 
 @dataclass
+class InertScenario:
+    """A host tier that cannot hit by construction, for the info alert on an inert cache.
+
+    A third of the prompts are shorter than ``min_reusable_tokens`` (``too_short``); the rest
+    share one ``head_tokens`` document (whole blocks) and continue with a question of their own,
+    and the engine stores one checkpoint per prompt, at its end (``runner.ENGINE_DEFAULTS``). So
+    the shared document has pages in the tree but never a row: after the very first long prompt
+    (``no_prefix``, nothing stored yet) every long prompt misses ``no_checkpoint``, no prompt
+    repeats, and nothing hits. The GPU-resident cache still reuses the document
+    (``prompt_tokens.gpu_prefix``)."""
+
+    rate: float = 3.0
+    seed: int = 0
+    head_tokens: int = 1024
+    name: str = "inert"
+    traffic_enabled: bool = True
+    traffic: TrafficStats = field(default_factory=TrafficStats)
+
+    def __post_init__(self) -> None:
+        if self.rate <= 0:
+            raise ValueError(f"rate must be positive, got {self.rate}")
+        self.rng = random.Random(self.seed)
+        self.head = make_prompt(self.rng, self.head_tokens)
+        self.next_at: float | None = None
+
+    def next_prompt(self, engine: SimulatedEngine) -> tuple[int, ...]:
+        rng = self.rng
+        if rng.random() < 1 / 3:
+            short = engine.index.min_reusable_tokens - 1
+            return make_prompt(rng, rng.randint(min(10, short), short))
+        # A question of two or more row checkpoint intervals (and the token always computed), so
+        # that the prompt's one checkpoint lies past the document, never at or inside it.
+        tail = rng.randint(2, 9) * engine.config.checkpoint_interval_tokens + 1
+        return self.head + tuple(rng.randrange(1000, VOCAB) for _ in range(tail))
+
+    def step(self, engine: SimulatedEngine, now: float) -> float:
+        if self.next_at is None:
+            self.next_at = now
+        if now >= self.next_at:
+            prompt = self.next_prompt(engine)
+            if self.traffic_enabled:
+                self.traffic.submit(engine, prompt, self.rng.randint(16, 64))
+            self.next_at = now + min(self.rng.expovariate(self.rate), 5.0 / self.rate)
+        return self.next_at - now
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "rate": self.rate, "traffic_enabled": self.traffic_enabled,
+                "submitted": self.traffic.submitted, "refused": self.traffic.refused}
+
+
+@dataclass
 class IdleScenario:
     """No background traffic: the engine serves only what clients send (``helios-exporter
     probe``, a load generator). The runner still ticks, so host stores complete on time."""

@@ -97,10 +97,18 @@ def _options(root: Path) -> dict[str, str]:
 
 
 def _snapshot_schema(root: Path) -> dict[str, str]:
-    schema = (root / "exporter" / "schema" / "snapshot-v1.schema.json").read_text(encoding="utf-8")
-    page = root / "docs" / "snapshot.md"
-    return {"docs/snapshot.md": splice(page.read_text(encoding="utf-8"), "schema",
-                                       f"```json\n{schema}```", "docs/snapshot.md")}
+    text = (root / "docs" / "snapshot.md").read_text(encoding="utf-8")
+    for marker, name in (("schema", "snapshot-v1.schema.json"),
+                         ("v3-schema", "snapshot-v3.schema.json")):
+        schema = (root / "exporter" / "schema" / name).read_text(encoding="utf-8")
+        text = splice(text, marker, f"```json\n{schema}```", "docs/snapshot.md")
+    return {"docs/snapshot.md": text}
+
+
+def _simulator_snapshots(root: Path) -> dict[str, str]:
+    from tools import simulator_snapshots
+
+    return simulator_snapshots.outputs()
 
 
 def _bench_module(name: str) -> ModuleType:
@@ -141,6 +149,7 @@ GENERATORS: tuple[Generator, ...] = (
     Derived("mixin", "python alerts/mixin.py", _mixin),  # reads alerts/ and dashboards/
     Derived("options", "python -m exporter.config --markdown", _options),
     Derived("snapshot-schema", "scripts/generate snapshot-schema", _snapshot_schema),
+    Derived("simulator-snapshots", "scripts/generate simulator-snapshots", _simulator_snapshots),
     Derived("benchmarks", "python bench/report.py bench/results/latest.json", _benchmarks),
     Derived("scale", "python bench/report_scale.py --docs docs/scale.md", _scale),
     Command("goldens", "pytest --update-golden " + " ".join(GOLDEN_TESTS),
