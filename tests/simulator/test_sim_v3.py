@@ -402,9 +402,7 @@ async def test_the_store_fail_fault_fails_that_requests_stores() -> None:
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    cli.add_arguments(parser)
-    return parser.parse_args(list(argv))
+    return cli.parser(environ={}).parse_args(list(argv))
 
 
 def test_command_line_options() -> None:
