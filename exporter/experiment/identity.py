@@ -13,7 +13,11 @@ At most one of runtime, quantization, allocator or speculation may differ, and o
 (`--allow-difference`). A runtime arm is another build: its image and package may differ with it.
 A quantization arm loads another checkpoint. An allocator or speculation change delivered as a
 new build may move the image and package only with `--new-build`. The total budget never may
-differ: a larger cache allocation is a separate resource tradeoff, not an allocator change.
+differ: a larger cache allocation is a separate resource tradeoff, not an allocator change. Nor
+may the bytes the slabs actually take (`allocated`: capacity x record bytes, summed over the
+slabs): each arm's must fit its budget, and the two may differ only by what carving whole records
+leaves unused (less than one record of each slab), so that an allocator arm cannot win by
+allocating more of the same budget.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 DIMENSIONS: Final = ("image_digest", "package", "checkpoint", "runtime", "quantization",
-                     "speculation", "tp_ranks", "power_limit", "recipe", "budget", "allocator")
+                     "speculation", "tp_ranks", "power_limit", "recipe", "budget", "allocated",
+                     "allocator")
 DECLARABLE: Final = ("runtime", "quantization", "speculation", "recipe", "power_limit")
 CHANGES: Final = ("runtime", "quantization", "allocator", "speculation")
 ALIASES: Final = {"geometry": "allocator"}  # the v2 name of the allocator change
@@ -74,6 +79,8 @@ def parse_declaration(text: str) -> tuple[str, str]:
 class Value:
     text: str
     source: str  # engine | nvml | declared | unknown
+    number: int | None = None  # budget and allocated: the bytes
+    slack: int = 0  # allocated: what whole-record carving may leave unused (the records' sum)
 
 
 def geometry_text(slabs: Mapping[str, Any]) -> str:
@@ -92,8 +99,14 @@ def of_phase(phase: Mapping[str, Any], recorded: Mapping[str, Any] | None) -> di
     ranks = begin.get("ranks")
     out["tp_ranks"] = Value(str(ranks), "engine") if ranks is not None else Value(UNKNOWN, UNKNOWN)
     budget = begin.get("budget_bytes")
-    out["budget"] = Value(f"{budget:,} B", "engine") if budget else Value(UNKNOWN, UNKNOWN)
+    out["budget"] = (Value(f"{budget:,} B", "engine", budget) if budget
+                     else Value(UNKNOWN, UNKNOWN))
     slabs = begin.get("slabs") or {}
+    sizes = [(s.get("capacity"), s.get("record_bytes")) for s in slabs.values()]
+    if slabs and all(isinstance(n, int) and isinstance(b, int) for n, b in sizes):
+        allocated = sum(n * b for n, b in sizes)
+        out["allocated"] = Value(f"{allocated:,} B", "engine", allocated,
+                                 sum(b for _, b in sizes))
     out["allocator"] = (Value(geometry_text(slabs), "engine") if slabs
                         else Value(UNKNOWN, UNKNOWN))
     limits = begin.get("power_limits_watts") or {}
@@ -149,6 +162,8 @@ def judge(base: Mapping[str, Value], cand: Mapping[str, Value], change: str | No
         if UNKNOWN in (b.source, c.source):
             status = UNKNOWN
             out.unknown.append(dim)
+        elif dim == "allocated":
+            status = _allocated(base, cand, out)
         elif b.text == c.text:
             status = "same"
         else:
@@ -170,6 +185,28 @@ def judge(base: Mapping[str, Value], cand: Mapping[str, Value], change: str | No
             out.refusals.append(f"--allow-difference {change} declared, but both arms have "
                                 f"{own} {base[own].text}: the declared change is not there")
     return out
+
+
+def _allocated(base: Mapping[str, Value], cand: Mapping[str, Value], out: Judged) -> str:
+    """The slabs' bytes: within each arm's budget, and the same in both arms up to what whole
+    records leave unused (a partition change moves that remainder, never the total)."""
+    b, c = base["allocated"], cand["allocated"]
+    over = [f"the {label} arm's slabs take {v.text} of its {budget.text} budget"
+            for label, v, budget in (("baseline", b, base["budget"]),
+                                     ("candidate", c, cand["budget"]))
+            if v.number is not None and budget.number is not None and v.number > budget.number]
+    if over:
+        out.refusals.append("; ".join(over) + ": the slabs do not fit the budget (the snapshot "
+                            "contradicts itself)")
+        return "DIFFERS: over budget"
+    assert b.number is not None and c.number is not None
+    gap, slack = abs(b.number - c.number), max(b.slack, c.slack)
+    if gap < slack:
+        return "same" if gap == 0 else f"same total: {gap:,} B apart, under one record of each slab"
+    out.differs.append("allocated")
+    out.refusals.append(f"the arms allocate different bytes ({b.text} vs {c.text}, {gap:,} B "
+                        f"apart, at least one record of each slab): {BUDGET_NEVER}")
+    return "DIFFERS: refused"
 
 
 def _undeclared(dim: str, b: Value, c: Value, change: str | None) -> str:

@@ -1,5 +1,5 @@
 """`helios-exporter observer-cost`: what an observer costs the engine, measured as seed 001
-section 2 asks (docs/experiments.md section 5).
+section 2 asks (docs/experiments.md section 7).
 
 The observer is whatever the --on and --off shell commands switch (an engine's trace, the
 sidecar's polling, a config reload). Before anything is sent the whole order is drawn from a
@@ -258,6 +258,9 @@ def _finish(r: Run, interrupted: bool) -> int:
     if missing:
         _err(missing)
     print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+    if doc.get("simulated"):
+        print("SIMULATED: the engine was the simulator (helios-exporter simulate): these figures "
+              "measure its model, nothing about Helios.")
     for res in doc["results"]:
         print(f"C{res['concurrency']}: {res['sentence']}")
     if interrupted:

@@ -67,10 +67,12 @@ def checks(step: Mapping[str, Any], ref: Mapping[str, Any] | None, output_tokens
            tolerance: float = DEFAULT_CLOCK_TOLERANCE) -> list[dict[str, Any]]:
     """Every check of one step (warm-up or repetition), in the order of the module's table."""
     sw = step.get("switch")
-    out = [_check("switch", sw is None or sw.get("error") is None,
-                  "" if sw is None or sw.get("error") is None
-                  else f"--{sw['arm']} {sw['error']}")]
     begin, end, load = step.get("begin"), step.get("end"), step.get("load")
+    if sw is None:  # the run stopped before this step: nothing of it was checked
+        out = [_check("switch", None, "not run")]
+    else:
+        out = [_check("switch", sw.get("error") is None,
+                      "" if sw.get("error") is None else f"--{sw['arm']} {sw['error']}")]
     if begin is None or load is None:
         return [*out, _check("bracketed", False, step.get("stopped") or "not run")]
     problems = [f"{e['action']}: {e['error']}" for e in (begin, end) if e and e.get("error")]

@@ -78,9 +78,10 @@ def sentence(verdict: str, d: Mapping[str, Any] | None, spread: float | None,
     if verdict == "cannot_conclude":
         if invalid:
             names = ", ".join(i["phase"] for i in invalid)
-            return (f"Cannot conclude: {len(invalid)} repetition(s) are invalid ({names}). They "
-                    "are kept and shown, and no difference is computed; remove the cause and run "
-                    "every repetition again.")
+            also = f"; {why}" if why else ""
+            return (f"Cannot conclude: {len(invalid)} repetition(s) are invalid ({names}){also}. "
+                    "They are kept and shown, and no difference is computed; remove the cause and "
+                    "run every repetition again.")
         return f"Cannot conclude: {why or 'the repetitions do not allow a difference'}."
     assert d is not None
     interval = (f"{_pct(d['estimate'])}, {d['level'] * 100:.0f} % interval {_pct(d['low'])} to "
@@ -102,8 +103,10 @@ def result(concurrency: int, steps: Sequence[Mapping[str, Any]], source: str,
            level: float = LEVEL) -> dict[str, Any]:
     """The result at one concurrency, from its repetitions (each with `checks` and `figures`)."""
     reps = [s for s in steps if s["concurrency"] == concurrency and s["arm"] is not None]
+    # A repetition the run never reached is not run, not invalid: nothing of it was measured.
+    not_run = [s["phase"] for s in reps if s.get("switch") is None]
     invalid = [{"phase": s["phase"], "failing": failing(s["checks"])}
-               for s in reps if not s["valid"]]
+               for s in reps if not s["valid"] and s.get("switch") is not None]
     arms: dict[str, Any] = {}
     for arm in ("off", "on"):
         mine = [s for s in reps if s["arm"] == arm]
@@ -118,8 +121,11 @@ def result(concurrency: int, steps: Sequence[Mapping[str, Any]], source: str,
     throughput = _difference(_diff(reps, ("throughput", "requests_per_second"), level))
     primary = by_source.get(source)
     why = None
-    if invalid:
+    if invalid or not_run:
         verdict = "cannot_conclude"
+        if not_run:
+            why = (f"{len(not_run)} repetition(s) were not run ({', '.join(not_run)}): the run "
+                   "stopped before them")
     elif primary is None:
         verdict = "cannot_conclude"
         why = (f"no {source} latency for every repetition, or fewer than 2 repetitions an arm"
@@ -139,10 +145,11 @@ def result(concurrency: int, steps: Sequence[Mapping[str, Any]], source: str,
         "resolved": bool(shown and shown["resolved"]),
         "verdict": verdict,
         "sentence": sentence(verdict, shown, max(spreads) if spreads else None, invalid, why),
-        "by_source": by_source if not invalid else dict.fromkeys(SOURCES),
-        "throughput": throughput if not invalid else None,
+        "by_source": by_source if not (invalid or not_run) else dict.fromkeys(SOURCES),
+        "throughput": throughput if not (invalid or not_run) else None,
         "arms": arms,
         "invalid": invalid,
+        "not_run": not_run,
     }
 
 

@@ -64,6 +64,9 @@ BCRYPT_MAX_PASSWORD = 72
 log = structlog.get_logger("helios_exporter.auth")
 
 
+# How much lower the CPU priority of checks for clients with failures is (nice levels).
+LOW_PRIORITY_NICE = 10
+
 class Verdict(enum.Enum):
     OK = "ok"
     WRONG = "wrong"
@@ -92,6 +95,7 @@ class BasicAuth:
         self._waiting = waiting
         self._gate: Gate | None = None  # made on the event loop's first use
         self._pool: _Threads | None = None
+        self._low_pool: _Threads | None = None  # checks of clients with failures, niced
         self._running: dict[bytes, asyncio.Task[Verdict]] = {}  # cache key -> its check
         self._clients: dict[str | None, bytes] = {}  # client -> the key of its check
         self._dummies: dict[int, bytes] = {}
@@ -150,13 +154,18 @@ class BasicAuth:
                    hashed: bytes | None, password: bytes, dummy_cost: int,
                    on_verdict: OnVerdict | None) -> Verdict:
         try:
-            if self._gate is None or self._pool is None:
+            if self._gate is None or self._pool is None or self._low_pool is None:
                 self._gate = Gate(self._workers, self._waiting)
                 self._pool = _Threads(self._workers)
+                # The gate lets clients with failures hold all slots but the reserved one; their
+                # checks run on threads of lower CPU priority, so that a clean client's check
+                # (Prometheus after a restart) gets the CPU first on a busy machine too.
+                self._low_pool = _Threads(max(1, self._workers - 1), nice=LOW_PRIORITY_NICE)
+            pool = self._pool if priority <= 0 else self._low_pool
             async with self._gate.slot(priority):
-                reference = hashed if hashed is not None else await self._pool.run(
+                reference = hashed if hashed is not None else await pool.run(
                     self._dummy, dummy_cost)
-                matches = await self._pool.run(self._check, password, reference)
+                matches = await pool.run(self._check, password, reference)
         except Full:
             return Verdict.BUSY
         finally:
@@ -194,15 +203,24 @@ T = TypeVar("T")
 
 
 class _Threads:
-    """`size` daemon threads for bcrypt. Not concurrent.futures' pool: the interpreter joins its
-    threads at exit, so a cost-18 check running at SIGTERM would hold the exit for 15 s."""
+    """`size` daemon threads for bcrypt, at `nice` above the process's (Linux sets it per
+    thread; elsewhere, or where it is refused, they run as the process does). Not
+    concurrent.futures' pool: the interpreter joins its threads at exit, so a cost-18 check
+    running at SIGTERM would hold the exit for 15 s."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, nice: int = 0) -> None:
         self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._nice = nice
         for i in range(size):
-            threading.Thread(target=self._work, name=f"bcrypt-{i}", daemon=True).start()
+            threading.Thread(target=self._work, name=f"bcrypt-{'low-' if nice else ''}{i}",
+                             daemon=True).start()
 
     def _work(self) -> None:
+        if self._nice:
+            with contextlib.suppress(OSError, AttributeError):
+                tid = threading.get_native_id()
+                os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid)
+                               + self._nice)
         while True:
             self._jobs.get()()
 

@@ -341,6 +341,57 @@ def test_the_budget_never_differs_even_with_the_declared_change(
             "never may differ") in out
 
 
+def test_no_protected_lane_admits_nothing(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    a = write(tmp_path / "a.json", base_arm().doc())
+    b = write(tmp_path / "b.json", cand_arm().doc())
+    verdict = semantic_verdict(tmp_path / "s.json", a, b)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["compare", "--baseline", str(a), "--candidate", str(b), "--primary",
+                  "probe-52", "--allow-difference", "allocator", "--semantic-verdict",
+                  str(verdict)])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 1, out
+    assert gate(out, "protected").startswith("not evaluated: no protected lane named")
+    assert out.splitlines()[-1] == "NOT ADMITTED: not evaluated: protected (exit 1)"
+
+
+# A larger cache allocation under the same budget (the review's case): 28 GiB of slabs in the
+# baseline, 32 GiB in the candidate; and slabs that do not fit the budget they report.
+SMALLER = {"row": {"capacity": 512, "free": 0, "record_bytes": 16777216},
+           "page": {"capacity": 20480, "free": 18000, "record_bytes": 1048576}}
+OVER = {"row": {"capacity": 640, "free": 0, "record_bytes": 16777216},
+        "page": {"capacity": 24576, "free": 22000, "record_bytes": 1048576}}
+
+
+def test_more_of_the_same_budget_allocated_is_not_an_allocator_change(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(tmp_path, base_arm(slabs=SMALLER).doc(), cand_arm().doc(), capsys=capsys)
+    assert code == 2, out
+    assert ("the arms allocate different bytes (30,064,771,072 B vs 34,359,738,368 B, "
+            "4,294,967,296 B apart, at least one record of each slab): the total budget never "
+            "may differ") in out
+    assert re.search(r"^  allocated +engine +DIFFERS: refused", out, re.M), out
+
+
+def test_slabs_over_their_budget_cannot_be_compared(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(tmp_path, base_arm().doc(), cand_arm(slabs=OVER).doc(), capsys=capsys)
+    assert code == 2, out
+    assert ("the candidate arm's slabs take 36,507,222,016 B of its 34,359,738,368 B budget: "
+            "the slabs do not fit the budget") in out
+
+
+def test_a_partition_change_may_move_the_unused_remainder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    uneven = {"row": {"capacity": 511, "free": 0, "record_bytes": 16777216},
+              "page": {"capacity": 24590, "free": 20000, "record_bytes": 1048576}}
+    code, out = run(tmp_path, base_arm().doc(), cand_arm(slabs=uneven).doc(), capsys=capsys)
+    assert code == 0, out
+    assert re.search(r"^  allocated +engine +same total: 2,097,152 B apart, under one record "
+                     r"of each slab", out, re.M), out
+
+
 @pytest.mark.parametrize(("given", "said"), [
     (["budget"], "--allow-difference budget: the total budget never may differ"),
     (["package"], "a package is not a change of its own"),

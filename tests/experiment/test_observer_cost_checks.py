@@ -174,6 +174,22 @@ def test_a_failed_switch_or_edge_leaves_a_repetition_unbracketed() -> None:
     assert found["phase_valid"] == "the sidecar's end answer has no phase"
 
 
+
+def test_a_repetition_the_run_never_reached_is_not_run_not_invalid() -> None:
+    steps = [step(None, 0, 1)] + [step(a, i, p, latency=0.65 + 0.03 * (a == "on"))
+                                  for p, (a, i) in enumerate(
+                                      [("off", 1), ("on", 1), ("on", 2), ("off", 2),
+                                       ("off", 3), ("on", 3)], 2)]
+    for s in steps[5:]:  # the run stopped before off-3 and on-3
+        s.update(switch=None, begin=None, end=None, load=None, stopped="stopped earlier")
+    assert failing(steps[5])["switch"] == "not run"  # never claimed to have switched
+    doc = build(ABOUT, steps, [1], 64)
+    (r,) = doc["results"]
+    assert r["verdict"] == "cannot_conclude" and r["estimate"] is None
+    assert r["invalid"] == [] and r["not_run"] == ["r/c1/off-3", "r/c1/on-3"]
+    assert r["sentence"] == ("Cannot conclude: 2 repetition(s) were not run (r/c1/off-3, "
+                             "r/c1/on-3): the run stopped before them.")
+
 ABOUT = {"name": "r", "engine_url": "e", "sidecar": "s", "on": "on", "off": "off", "seed": 1,
          "corpus": {"path": "f", "bodies": 4, "sha256": "0" * 64}, "concurrencies": [1],
          "repetitions": 3, "requests_per_repetition": 4, "warmup_requests": 4,

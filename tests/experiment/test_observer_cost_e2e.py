@@ -84,6 +84,7 @@ def test_a_five_percent_trace_cost_is_inside_the_interval_at_c1_and_c4(
     assert md.startswith("# Observer cost: t (SIMULATED)") and "**SIMULATED evidence**" in md
     assert "![observer cost" in md
     assert (tmp_path / "out" / "observer-cost.png").stat().st_size > 10_000
+    assert done.stdout.startswith("SIMULATED: the engine was the simulator")
     assert "C1: With the observer on, requests took longer" in done.stdout
 
 
@@ -164,6 +165,10 @@ def test_a_failing_switch_stops_the_run_and_the_report_says_so(procs: Procs,
     (result,) = doc["results"]
     assert result["verdict"] == "cannot_conclude"
     plan = [s["phase"] for s in json.loads((out / "plan.json").read_text())["steps"]]
+    # the repetition whose switch failed is invalid; those after it were not run
+    assert [i["phase"] for i in result["invalid"]] == ["s/c1/on-1"]
+    assert result["not_run"] == [p for p in plan[plan.index("s/c1/on-1") + 1:]
+                                 if "warmup" not in p]
     ran = [s["phase"] for s in doc["steps"] if s.get("begin")]
     assert ran == plan[:plan.index("s/c1/on-1")]  # everything before the first on, no more
     assert all(s["stopped"] for s in doc["steps"] if s["phase"] not in ran

@@ -151,22 +151,18 @@ def test_the_right_password_answers_while_ten_wrong_user_requests_run(
         frank_pw, _ = COST_14["frank"]
         tries: list[tuple[int, float]] = []
         with client("127.0.0.2") as c:
-            # As Prometheus: a scrape, and another one later if it was not a success. A 429
-            # says the check outlasted the answer deadline (a machine too busy to give it the
-            # CPU time of one cost-14 check in 8 s); the check went on, so the next one passes.
-            while not tries or (tries[-1][0] == 429 and len(tries) < 4):
-                if tries:
-                    time.sleep(2.0)
-                t0 = time.monotonic()
-                answer = c.get(metrics, headers=basic("frank", frank_pw))
-                tries.append((answer.status_code, time.monotonic() - t0))
+            # As Prometheus: one scrape, which must succeed within its timeout while the guessing
+            # goes on (the promise; a 429 here would be a failed scrape).
+            t0 = time.monotonic()
+            answer = c.get(metrics, headers=basic("frank", frank_pw))
+            tries.append((answer.status_code, time.monotonic() - t0))
         right_took = tries[0][1]
         time.sleep(1.0)  # the guessing goes on after it
     finally:
         stop.set()
         for t in threads:
             t.join(60)
-    assert tries[-1][0] == 200 and {s for s, _ in tries[:-1]} <= {429}, tries  # never refused
+    assert [s for s, _ in tries] == [200], tries  # answered at the first scrape
     assert max(took for _, took in tries) < SCRAPE_TIMEOUT, tries
     answers = [a for g in guessers for a in g.answers]
     assert {s for s, _ in answers} <= {401, 429}, answers

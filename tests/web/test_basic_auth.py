@@ -209,3 +209,27 @@ def test_guessers_share_the_workers_but_one_kept_for_clean_clients() -> None:
 
     assert run(go()) == [Verdict.OK] + [Verdict.WRONG] * 3
     assert held.started == [b"g0", b"alice-pw", b"g1", b"g2"]
+
+
+def test_checks_of_clients_with_failures_run_at_a_lower_cpu_priority() -> None:
+    """A clean client's check (priority 0) runs at the process's nice level, a guesser's
+    (priority 1) LOW_PRIORITY_NICE levels lower: it gets the CPU first on a busy machine."""
+    import os
+
+    from exporter.web.basic_auth import LOW_PRIORITY_NICE
+
+    seen: dict[bytes, int] = {}
+
+    def check(password: bytes, hashed: bytes) -> bool:
+        seen[password] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        return check_password(password, hashed)
+
+    async def main() -> None:
+        auth = BasicAuth(check=check)
+        assert await auth.verify(FAST, "alice", b"alice-pw", client="p", priority=0) \
+            is Verdict.OK
+        assert await auth.verify(FAST, "bob", b"guess", client="g", priority=1) is Verdict.WRONG
+
+    asyncio.run(main())
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    assert seen == {b"alice-pw": base, b"guess": min(base + LOW_PRIORITY_NICE, 19)}
