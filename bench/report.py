@@ -396,7 +396,8 @@ def observer_cost(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | N
     c1 = next((r for r in doc["results"] if r["concurrency"] == 1), doc["results"][0])
     figure = (_interval(c1) if c1["estimate"] is not None else "cannot conclude")
     goals.append((f"observer cost, polling every {d['poll_interval']:g} s, C"
-                  f"{c1['concurrency']} client mean vs off, 95 % interval (no goal: reported)",
+                  f"{c1['concurrency']} client mean vs off, 95 % interval, on the SIMULATED "
+                  "engine (no goal: reported)",
                   "none", figure, None))
     return lines
 

@@ -129,7 +129,8 @@ def alerts(c: Config) -> list[Alert]:
             group=GROUP,
             severity="warning",
             expr=f"{q.sel('helios_offload_geometry_consistent')} == 0",
-            summary=f"Offload snapshot byte arithmetic does not hold on {t.target}",
+            summary=(f"Offload snapshot geometry does not hold on {t.target} (its byte "
+                     "arithmetic, or the record sizes of --expect-layout)"),
             description=(
                 f"As of {t.now()}, the offload snapshot of generation "
                 f"{{{{ $labels.generation }}}} on {t.target} failed a geometry rule: row and "

@@ -168,8 +168,11 @@ def pins_blocks(status: Mapping[str, Any], pins: list[Row], rules: list[Row]) ->
     if "pins" not in status:
         blocks.append(Para((UNKNOWN, "pins: this sidecar's /status does not report them")))
     elif not pins:
-        blocks.append(Para(("No pins configured (--expect-image-digest, --expect-package, "
-                            "--expect-checkpoint, --expect-ranks, --expect-power-limit-watts).",)))
+        pinned = any(r.expected or r.found for r in rules)  # --expect-layout's rule
+        layout = " (the model layout pin, --expect-layout, is shown below)" if pinned else ""
+        blocks.append(Para(("No identity pins configured (--expect-image-digest, "
+                            "--expect-package, --expect-checkpoint, --expect-ranks, "
+                            f"--expect-power-limit-watts){layout}.",)))
     else:
         blocks.append(Table("Pins: what this run was set up with, against the engine polled",
                             ("pin", "result", "expected", "found"),

@@ -319,7 +319,7 @@ local h = import '../lib/helios.libsonnet';
               severity: c.severity.HeliosOffloadGeometryInconsistent,
             },
             annotations: {
-              summary: "Offload snapshot byte arithmetic does not hold on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }}",
+              summary: "Offload snapshot geometry does not hold on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }} (its byte arithmetic, or the record sizes of --expect-layout)",
               description: "As of {{ with query \"time()\" }}{{ . | first | value | humanizeTimestamp }}{{ end }}, the offload snapshot of generation {{ $labels.generation }} on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }} failed a geometry rule: row and page capacity times record bytes within the budget, resident bytes within the budget, lookup hits plus misses not above lookups, or (with --expect-layout) each slab's record bytes as the pinned model layout derives them (/status names the rule, and for the layout the record bytes expected and found). Offload figures of this generation are not evidence until it holds again.",
               runbook_url: std.rstripChars(c.runbook_base_url, '/') + "/HeliosOffloadGeometryInconsistent.md",
             },
