@@ -96,6 +96,22 @@ def _options(root: Path) -> dict[str, str]:
                                 "README.md")}
 
 
+def _interface(root: Path) -> dict[str, str]:
+    """The README's metrics table, and docs/interface.md's metric and alert tables."""
+    from alerts import generate, render
+    from exporter.catalogue import tables
+
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    page = (root / "docs" / "interface.md").read_text(encoding="utf-8")
+    for section in tables.sections():
+        page = splice(page, f"interface-metrics-{section}", tables.interface_table(section),
+                      "docs/interface.md")
+    config = generate.load_config(root / "alerts" / "config.yaml")
+    page = splice(page, "interface-alerts", render.interface_table(config), "docs/interface.md")
+    return {"README.md": splice(readme, "metrics", tables.readme_table(), "README.md"),
+            "docs/interface.md": page}
+
+
 def _snapshot_schema(root: Path) -> dict[str, str]:
     text = (root / "docs" / "snapshot.md").read_text(encoding="utf-8")
     for marker, name in (("schema", "snapshot-v1.schema.json"),
@@ -148,6 +164,7 @@ GENERATORS: tuple[Generator, ...] = (
     Derived("deploy", "python deploy/generate.py", _deploy),  # reads alerts/ and dashboards/
     Derived("mixin", "python alerts/mixin.py", _mixin),  # reads alerts/ and dashboards/
     Derived("options", "python -m exporter.config --markdown", _options),
+    Derived("interface", "scripts/generate interface", _interface),  # metric and alert tables
     Derived("snapshot-schema", "scripts/generate snapshot-schema", _snapshot_schema),
     Derived("simulator-snapshots", "scripts/generate simulator-snapshots", _simulator_snapshots),
     Derived("benchmarks", "python bench/report.py bench/results/latest.json", _benchmarks),

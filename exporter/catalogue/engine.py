@@ -9,7 +9,7 @@ from exporter.labels import PINS
 H = "host"
 
 FAMILIES: Rows = (
-    Family("helios_engine_pin_ok", "gauge", ("pin",), "1", help="1 while the engine matches the "
+    Family("helios_engine_pin_ok", "gauge", ("pin",), "", help="1 while the engine matches the "
            "configured --expect-* pin: snapshot identity.image_digest / package / checkpoint, the "
            "number of ranks, the NVML enforced power limit of every GPU serving a rank; absent "
            "while unknown.", collector="pins", promised=Promise("4.2", 2),
@@ -29,7 +29,7 @@ FAMILIES: Rows = (
     Family("helios_host_memory_total_bytes", "gauge", (), "bytes", help="Host physical memory, "
            "bytes (psutil virtual_memory().total).", collector=H,
            source="psutil `virtual_memory().total`"),
-    Family("helios_engine_process_up", "gauge", (), "1", help="1 when the engine process (pid "
+    Family("helios_engine_process_up", "gauge", (), "", help="1 when the engine process (pid "
            "file or process name) was found at the latest poll.", collector=H,
            source="psutil: the process was found (with a pid file or process name configured)"),
     Family("helios_engine_process_resident_bytes", "gauge", (), "bytes", help="Resident memory "

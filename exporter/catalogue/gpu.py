@@ -10,7 +10,7 @@ GPU = Promise("4.4")
 C = "gpu"
 
 FAMILIES: Rows = (
-    Family("helios_gpu_up", "gauge", L, "1", help="1 when NVML answered for this GPU at the "
+    Family("helios_gpu_up", "gauge", L, "", help="1 when NVML answered for this GPU at the "
            "latest poll; 0 when it is lost, hung or the NVML poll failed.", collector=C,
            promised=GPU, source="1 when NVML answered for the GPU, 0 when it is lost, hung or the "
            "NVML poll failed"),
@@ -43,7 +43,7 @@ FAMILIES: Rows = (
            "driver was loaded, joules (NVML nvmlDeviceGetTotalEnergyConsumption mJ / 1000).",
            collector=C, promised=GPU,
            source="`nvmlDeviceGetTotalEnergyConsumption` mJ / 1000, since the driver was loaded"),
-    Family("helios_gpu_throttle_reason_active", "gauge", (*L, "reason"), "1", help="1 while the "
+    Family("helios_gpu_throttle_reason_active", "gauge", (*L, "reason"), "", help="1 while the "
            "clock-event reason holds clocks down (NVML nvmlDeviceGetCurrentClocksEventReasons "
            "bitmask; unknown bits -> other).", collector=C,
            source="`nvmlDeviceGetCurrentClocksEventReasons` bitmask, one 0/1 series per reason "
@@ -53,11 +53,11 @@ FAMILIES: Rows = (
            "volatile counter); absent when ECC is off or unsupported.", collector=C,
            labels_doc=f"gpu, uuid, error_type={'|'.join(ECC_ERROR_TYPES)}",
            source="`nvmlDeviceGetTotalEccErrors` (volatile), since the driver was loaded"),
-    Family("helios_gpu_info", "gauge", (*L, "name", "driver_version"), "1", help="GPU model and "
+    Family("helios_gpu_info", "gauge", (*L, "name", "driver_version"), "", help="GPU model and "
            "driver version (NVML nvmlDeviceGetName, nvmlSystemGetDriverVersion, sanitised); "
            "always 1.", collector=C,
            source="always 1: `nvmlDeviceGetName`, `nvmlSystemGetDriverVersion`, sanitised"),
-    Family("helios_gpu_rank_info", "gauge", (*L, "rank", "generation"), "1", help="Engine rank "
+    Family("helios_gpu_rank_info", "gauge", (*L, "rank", "generation"), "", help="Engine rank "
            "running on this GPU (snapshot ranks[].gpu_uuid matched to the NVML UUID); always 1.",
            collector=C, source="always 1: snapshot `ranks[].gpu_uuid` joined to the NVML UUID"),
 )

@@ -43,7 +43,7 @@ class Family:
     name: str
     type: Type | None  # None: an open row, whatever the families' owner declares
     labels: tuple[str, ...]
-    unit: str
+    unit: str  # what one of the value counts: a base unit, or a noun ("" for a 0/1 state)
     source: str
     help: str | None
     collector: str  # exporter.labels.COLLECTORS, or "registry" (exporter/registry.py itself)

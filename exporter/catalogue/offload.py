@@ -36,12 +36,12 @@ def _host(off: Offload, attr: str) -> Samples | None:
 
 
 FAMILIES: Rows = (
-    Family("helios_engine_up", "gauge", (), "1", help="1 when the latest poll of the engine "
+    Family("helios_engine_up", "gauge", (), "", help="1 when the latest poll of the engine "
            "snapshot succeeded.", collector="offload", promised=ENGINE,
            source="1 when the latest snapshot poll succeeded, 0 when it failed; absent until the "
            "first poll finished (unknown is not down)"),
     Family("helios_monitoring_generation_info", "gauge", (G, "image_digest", "container_id",
-           "package", "checkpoint"), "1", help="Engine incarnation being monitored (snapshot "
+           "package", "checkpoint"), "", help="Engine incarnation being monitored (snapshot "
            "generation and identity); always 1.", collector="offload", promised=ENGINE,
            source="always 1: who the current incarnation is (`generation`, `identity`)"),
     Family("helios_monitoring_generation_start_timestamp_seconds", "gauge", (G,), "unix seconds",
@@ -50,7 +50,7 @@ FAMILIES: Rows = (
     Family("helios_engine_ranks", "gauge", (G,), "ranks", help="Number of entries in the "
            "snapshot's ranks (2 for TP2).", collector="offload", promised=Promise("4.2", 2),
            source="the number of entries in `ranks` (2 for TP2)"),
-    Family("helios_engine_admission_open", "gauge", (G,), "1", help="1 when snapshot "
+    Family("helios_engine_admission_open", "gauge", (G,), "", help="1 when snapshot "
            "admission.state is open, else 0 (draining or closed).", collector="offload",
            promised=ENGINE, source="1 while `admission.state` is `open`"),
     Family("helios_engine_inflight_requests", "gauge", (G,), "requests", help="Snapshot "
@@ -127,7 +127,7 @@ FAMILIES: Rows = (
                (reason,): n for reason, n in miss_counts(o.lookups.misses).items()},
            source="`offload.lookups.misses`, each key mapped onto its reason (the text before "
            "the first `:`; an unknown one is `other`)"),
-    Family("helios_offload_geometry_consistent", "gauge", (G,), "1", help="1 when the snapshot's "
+    Family("helios_offload_geometry_consistent", "gauge", (G,), "", help="1 when the snapshot's "
            "offload arithmetic holds: slabs' capacity x record_bytes within budget_bytes, "
            "resident.bytes within budget_bytes, lookups hits + misses within lookups.total, and "
            "with --expect-layout each slab's record_bytes as the layout derives it (the rules "

@@ -13,10 +13,10 @@ LATER = Promise("4.3", 2)
 R = "restore"
 
 FAMILIES: Rows = (
-    Family("helios_restore_window_open", "gauge", (), "1", help="1 while a restore window is "
+    Family("helios_restore_window_open", "gauge", (), "", help="1 while a restore window is "
            "open (drain, event or engine unreachable).", collector=R, promised=RESTORE,
            source="always: 1 while a window is open, else 0"),
-    Family("helios_restore_phase", "gauge", ("phase",), "1", help="Restore state machine phase, "
+    Family("helios_restore_phase", "gauge", ("phase",), "", help="Restore state machine phase, "
            "one-hot.", collector=R, labels_doc=f"phase={'|'.join(PHASES)}",
            source="always, one-hot: the restore state machine's phase"),
     Family("helios_restore_window_start_timestamp_seconds", "gauge", (), "unix seconds",
@@ -26,7 +26,7 @@ FAMILIES: Rows = (
            help="Deadlines of the open window: start + request cutoff, start + restore bound "
            "(unix seconds).", collector=R, promised=RESTORE,
            labels_doc="bound=request_cutoff|restore", source="while a window is open"),
-    Family("helios_restore_window_cause", "gauge", ("cause",), "1", help="What opened the "
+    Family("helios_restore_window_cause", "gauge", ("cause",), "", help="What opened the "
            "window, one-hot.", collector=R, labels_doc=f"cause={'|'.join(CAUSES)}",
            source="while a window is open, one-hot"),
     Family("helios_restore_incumbent_inflight_requests", "gauge", (), "requests",
@@ -35,7 +35,7 @@ FAMILIES: Rows = (
            "requests never count).", collector=R, promised=LATER,
            source="while a window is open: the incumbent's in-flight requests as last seen while "
            "it was up, 0 once it went away or was replaced (section 6.2)"),
-    Family("helios_restore_check_ok", "gauge", ("check",), "1", help="Post-restore checks of "
+    Family("helios_restore_check_ok", "gauge", ("check",), "", help="Post-restore checks of "
            "the last closed window: 1 passed, 0 failed; a check whose inputs were unknown is "
            "absent.", collector=R, promised=RESTORE,
            labels_doc=f"check={'|'.join(CHECKS)} (`package`, `checkpoint` are v2)",
@@ -53,12 +53,12 @@ FAMILIES: Rows = (
            "event that closed it, the abort, or the first look at a restore nobody watched.",
            collector=R, promised=LATER,
            source="after the first window ended: its time of record (section 6.5)"),
-    Family("helios_restore_last_window_outcome", "gauge", ("outcome",), "1", help="Outcome of "
+    Family("helios_restore_last_window_outcome", "gauge", ("outcome",), "", help="Outcome of "
            "the last window, one-hot: in_time, late, aborted, or unobserved (the evidence proves "
            "neither in_time nor late).", collector=R, promised=RESTORE,
            labels_doc=f"outcome={'|'.join(OUTCOMES)} (`unobserved` is v2)",
            source="one-hot, after the first window ended: section 6.5"),
-    Family("helios_restore_last_window_restored", "gauge", (), "1", help="1 when the last "
+    Family("helios_restore_last_window_restored", "gauge", (), "", help="1 when the last "
            "window closed with a restored engine, whose checks were judged; 0 when nothing was "
            "restored (the incumbent's own incarnation admitted again: it never restarted, the "
            "checks before stand) or it was aborted.", collector=R, promised=LATER,

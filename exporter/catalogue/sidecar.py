@@ -21,20 +21,22 @@ E, HTTP = "exporter", "http"
 
 FAMILIES: Rows = (
     # exporter/collectors/exporter_self.py
-    Family("helios_exporter_source_up", "gauge", ("source",), "1", help="1 when the source's "
+    Family("helios_exporter_source_up", "gauge", ("source",), "", help="1 when the source's "
            "latest poll succeeded.", collector=E, promised=SIDECAR,
            labels_doc=f"source={'|'.join(SOURCES)}",
-           source="every enabled source, from its first poll"),
+           source="1 when the source's latest poll succeeded; every enabled source, from its "
+           "first poll"),
     Family("helios_exporter_source_errors_total", "counter", ("source", "reason"), "polls",
            help="Failed polls by source and closed-set reason.", collector=E, promised=SIDECAR,
            labels_doc="source, reason (the closed set of `exporter/labels.py`)",
-           source="every enabled source, every reason at 0 from its first poll"),
+           source="failed polls; every reason at 0 from the source's first poll"),
     Family("helios_exporter_source_last_success_timestamp_seconds", "gauge", ("source",),
            "unix seconds", help="When the source last polled successfully (unix seconds).",
-           collector=E, promised=SIDECAR, source="once the source has polled successfully"),
+           collector=E, promised=SIDECAR,
+           source="when the source last polled successfully (once it has)"),
     Family("helios_exporter_source_poll_duration_seconds", "gauge", ("source",), "seconds",
            help="Duration of the source's latest poll.", collector=E,
-           source="every enabled source, from its first poll"),
+           source="the source's latest poll"),
     Family("helios_exporter_engine_requests_total", "counter", ("path", "outcome"), "requests",
            help="Requests the sidecar made to the engine, by path and outcome.", collector=E,
            labels_doc=f"path={'|'.join(ENGINE_PATHS)}, outcome={'|'.join(FETCH_OUTCOMES)}",
@@ -62,7 +64,7 @@ FAMILIES: Rows = (
            help="Wall time of the latest poll cycle (all sources together).", collector=E,
            source="the poll loop, after its first cycle"),
     # exporter/collectors/experiment.py
-    Family("helios_experiment_phase_open", "gauge", ("phase",), "1", help="1 for each "
+    Family("helios_experiment_phase_open", "gauge", ("phase",), "", help="1 for each "
            "experiment phase open now (begun, not yet ended).", collector="experiment",
            promised=V2, labels_doc="phase (section 7)",
            source="1, only while the phase is open (at most 16, names validated), for "
@@ -116,7 +118,7 @@ FAMILIES: Rows = (
            source="with TLS: when the certificate in force expires (unix seconds), the earliest "
            "NotAfter of the served chain (server) or of the client CA's certificates "
            "(client_ca), of the configuration that last loaded"),
-    Family("helios_exporter_web_config_last_reload_successful", "gauge", (), "1", help="1 when "
+    Family("helios_exporter_web_config_last_reload_successful", "gauge", (), "", help="1 when "
            "the latest change of --web-config-file (or a file it names) loaded; 0: the previous "
            "configuration is still in force.", collector=HTTP, promised=V2,
            source="with `--web-config-file`: 1 when its latest change loaded, 0 while the "
@@ -125,7 +127,7 @@ FAMILIES: Rows = (
            "unix seconds", help="When --web-config-file last loaded (unix seconds).",
            collector=HTTP, promised=V2, source="with `--web-config-file`: when it last loaded"),
     # exporter/collectors/build_info.py
-    Family("helios_exporter_build_info", "gauge", ("version", "python_version"), "1",
+    Family("helios_exporter_build_info", "gauge", ("version", "python_version"), "",
            help="The sidecar's version and the Python running it; always 1.",
            collector="build_info", promised=V2, source="always 1: the sidecar's version"),
     # client_python's standard collectors (exporter/registry.py): their names and HELP are theirs.
@@ -134,10 +136,10 @@ FAMILIES: Rows = (
            source="client_python's standard process collector: the sidecar's own CPU, memory, "
            "file descriptors"),
     Family("python_info", "gauge", ("implementation", "major", "minor", "patchlevel", "version"),
-           "1", help=None, collector="platform", promised=SIDECAR,
+           "", help=None, collector="platform", promised=SIDECAR,
            source="client_python's standard platform collector: the sidecar's Python"),
     # exporter/registry.py, after every collector
-    Family("helios_exporter_collector_success", "gauge", ("collector",), "1", help="1 when the "
+    Family("helios_exporter_collector_success", "gauge", ("collector",), "", help="1 when the "
            "collector's series are in this exposition; 0 when it failed and its series were "
            "left out (the sidecar logs why).", collector="registry", promised=V2,
            labels_doc=f"collector={'|'.join(COLLECTORS)}",
