@@ -76,8 +76,9 @@ def offload_counters(offload: Offload | None) -> dict[str, int]:
         return {}
     out: dict[str, int] = {}
     for row in catalogue.snapshot_counters():
-        assert row.read is not None
-        for values, value in (row.read(offload) or {}).items():
+        read = row.reader()
+        assert read is not None
+        for values, value in (read(offload) or {}).items():
             out[row.counter_key(values)] = int(value)
     return out
 

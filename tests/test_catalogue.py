@@ -159,15 +159,30 @@ def test_names_say_their_type_and_base_unit() -> None:
 
 
 def test_snapshot_rows_name_their_field() -> None:
-    """A row read from the snapshot says which field, and each `<label>` of the field is one of
-    its labels after `generation`."""
-    rows = [f for f in catalogue.FAMILIES if f.read is not None or f.field is not None]
+    """A row read from the snapshot says which field, each `<label>` of the field is one of its
+    labels after `generation`, and the path reader has a closed set for it (a bounded label)."""
+    rows = [f for f in catalogue.FAMILIES if f.field is not None]
     assert rows
     for f in rows:
-        assert f.read is not None and f.field is not None, f.name
+        assert f.field is not None and f.reader() is not None
         assert f.field.startswith("offload."), f.name
         assert f.labels[0] == "generation", f.name
-        assert re.findall(r"<(\w+)>", f.field) == list(f.labels[1:]), f.name
+        placeholders = re.findall(r"<(\w+)>", f.field)
+        assert placeholders == list(f.labels[1:]), f.name
+        assert f.read is not None or set(placeholders) <= set(f.values), f.name
+    assert all(f.field is not None for f in catalogue.FAMILIES if f.read is not None)
+
+
+def test_the_path_reader_keeps_label_values_to_their_closed_set() -> None:
+    obj = contract_example()
+    obj["offload"]["slabs"]["gpu-7"] = {"capacity": 9, "free": 1, "record_bytes": 4}
+    obj["offload"]["retired_leaves"] = {}
+    snap = snapshot_from_obj(obj)
+    assert snap.offload is not None
+    free = catalogue.get("helios_offload_slab_free").reader()
+    assert free is not None and set(free(snap.offload) or {}) == {("row",), ("page",)}
+    retired = catalogue.get("helios_offload_retired_leaves_total").reader()
+    assert retired is not None and retired(snap.offload) is None  # empty: no family
 
 
 def _bump(obj: dict[str, object], key: str) -> bool:
@@ -191,8 +206,9 @@ def test_every_snapshot_counter_is_watched_for_regressions() -> None:
     assert snap.offload is not None
     keys = derive.offload_counters(snap.offload)
     for row in catalogue.snapshot_counters():
-        assert row.read is not None
-        mine = {row.counter_key(values) for values in row.read(snap.offload) or {}}
+        read = row.reader()
+        assert read is not None
+        mine = {row.counter_key(values) for values in read(snap.offload) or {}}
         assert mine and mine <= set(keys), row.name
         tested = 0
         for key in sorted(mine):

@@ -58,4 +58,4 @@ def offload_rows() -> Rows:
 def snapshot_counters() -> Rows:
     """The counters read from the snapshot: each one's samples must never go down within one
     generation (exporter.derive.counter_decreases)."""
-    return tuple(f for f in FAMILIES if f.type == "counter" and f.read is not None)
+    return tuple(f for f in FAMILIES if f.type == "counter" and f.field is not None)

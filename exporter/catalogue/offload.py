@@ -1,8 +1,8 @@
 """Families of the offload collector: the engine's identity and the offload tier, from the snapshot.
 
-Every row from a snapshot field under `offload` has its reader here (`read`): the offload
-collector renders the row from it and exporter.derive checks its counters for regressions. A new
-field is one row.
+A row with a `field` under `offload` is read from the snapshot by that path (model.path_reader):
+the offload collector renders it and exporter.derive checks its counters for regressions, so a
+new field of the schema is one row here.
 """
 
 from __future__ import annotations
@@ -16,23 +16,11 @@ OFFLOAD = Promise("4.1")
 ENGINE = Promise("4.2")
 
 
-def _one(value: float | None) -> Samples | None:
-    return None if value is None else {(): value}
-
-
-def _slabs(off: Offload, attr: str) -> Samples | None:
-    return {(kind,): getattr(slab, attr) for kind, slab in off.slabs.items()} if off.slabs else None
-
-
 def _outcomes(off: Offload) -> Samples | None:
     if not off.evictions:
         return None
     return {(pressure, outcome): ev.outcomes[outcome] for pressure, ev in off.evictions.items()
             for outcome in EVICTION_OUTCOMES if outcome in ev.outcomes}
-
-
-def _host(off: Offload, attr: str) -> Samples | None:
-    return None if off.host is None else _one(getattr(off.host, attr))
 
 
 FAMILIES: Rows = (
@@ -61,63 +49,45 @@ FAMILIES: Rows = (
     # The offload tier, in exposition order.
     Family("helios_offload_slab_capacity", "gauge", (G, "kind"), "records", help="Snapshot "
            "offload.slabs.<kind>.capacity: records the slab holds.", collector="offload",
-           promised=OFFLOAD, labels_doc=f"generation, kind={'|'.join(SLAB_KINDS)}",
-           field="offload.slabs.<kind>.capacity", read=lambda o: _slabs(o, "capacity"),
-           source="`offload.slabs.<kind>.capacity`"),
+           promised=OFFLOAD, values={"kind": SLAB_KINDS}, field="offload.slabs.<kind>.capacity"),
     Family("helios_offload_slab_free", "gauge", (G, "kind"), "records", help="Snapshot "
            "offload.slabs.<kind>.free: records free now.", collector="offload", promised=OFFLOAD,
-           field="offload.slabs.<kind>.free", read=lambda o: _slabs(o, "free"),
-           source="`offload.slabs.<kind>.free`"),
+           values={"kind": SLAB_KINDS}, field="offload.slabs.<kind>.free"),
     Family("helios_offload_slab_record_bytes", "gauge", (G, "kind"), "bytes", help="Snapshot "
            "offload.slabs.<kind>.record_bytes: bytes per record.", collector="offload",
-           promised=OFFLOAD, field="offload.slabs.<kind>.record_bytes",
-           read=lambda o: _slabs(o, "record_bytes"), source="`offload.slabs.<kind>.record_bytes`"),
+           promised=OFFLOAD, values={"kind": SLAB_KINDS}, field="offload.slabs.<kind>.record_bytes"),
     Family("helios_offload_budget_bytes", "gauge", (G,), "bytes", help="Snapshot "
            "offload.budget_bytes: host bytes carved into rows and pages.", collector="offload",
-           promised=OFFLOAD, field="offload.budget_bytes", read=lambda o: _one(o.budget_bytes),
-           source="`offload.budget_bytes`"),
+           promised=OFFLOAD, field="offload.budget_bytes"),
     Family("helios_offload_resident_records", "gauge", (G,), "records", help="Snapshot "
            "offload.resident.records: records resident in the host tier.", collector="offload",
-           promised=OFFLOAD, field="offload.resident.records",
-           read=lambda o: _one(o.resident_records), source="`offload.resident.records`"),
+           promised=OFFLOAD, field="offload.resident.records"),
     Family("helios_offload_resident_bytes", "gauge", (G,), "bytes", help="Snapshot "
            "offload.resident.bytes: bytes resident in the host tier.", collector="offload",
-           promised=OFFLOAD, field="offload.resident.bytes", read=lambda o: _one(o.resident_bytes),
-           source="`offload.resident.bytes`"),
+           promised=OFFLOAD, field="offload.resident.bytes"),
     Family("helios_offload_eviction_attempts_total", "counter", (G, "pressure"), "attempts",
            help="Snapshot offload.evictions.<pressure>.attempts: eviction requests made under "
            "row or page pressure.", collector="offload", promised=OFFLOAD,
-           labels_doc=f"generation, pressure={'|'.join(PRESSURES)}",
-           field="offload.evictions.<pressure>.attempts",
-           read=lambda o: {(p,): ev.attempts for p, ev in o.evictions.items()} or None,
-           source="`offload.evictions.<pressure>.attempts`"),
+           values={"pressure": PRESSURES}, field="offload.evictions.<pressure>.attempts"),
     Family("helios_offload_eviction_outcomes_total", "counter", (G, "pressure", "outcome"),
            "attempts", help="Snapshot offload.evictions.<pressure>.<outcome>: how attempts "
            "ended.", collector="offload", promised=OFFLOAD,
-           labels_doc=f"generation, pressure, outcome={'|'.join(EVICTION_OUTCOMES)}",
-           field="offload.evictions.<pressure>.<outcome>", read=_outcomes,
-           source="`offload.evictions.<pressure>.<outcome>`"),
+           values={"pressure": PRESSURES, "outcome": EVICTION_OUTCOMES},
+           field="offload.evictions.<pressure>.<outcome>", read=_outcomes),
     Family("helios_offload_retired_leaves_total", "counter", (G, "kind"), "records",
            help="Snapshot offload.retired_leaves.<kind>: rows/pages freed by retiring leaves.",
-           collector="offload", promised=OFFLOAD, field="offload.retired_leaves.<kind>",
-           read=lambda o: {(k,): v for k, v in o.retired_leaves.items()} or None,
-           source="`offload.retired_leaves.<kind>`"),
+           collector="offload", promised=OFFLOAD, values={"kind": SLAB_KINDS},
+           field="offload.retired_leaves.<kind>"),
     Family("helios_offload_ancestor_compactions_total", "counter", (G,), "rows",
            help="Snapshot offload.ancestor_row_compactions: single-child ancestor rows "
            "compacted.", collector="offload", promised=OFFLOAD,
-           field="offload.ancestor_row_compactions",
-           read=lambda o: _one(o.ancestor_row_compactions),
-           source="`offload.ancestor_row_compactions`"),
+           field="offload.ancestor_row_compactions"),
     Family("helios_offload_lookups_total", "counter", (G,), "lookups",
            help="Snapshot offload.lookups.total.", collector="offload", promised=OFFLOAD,
-           field="offload.lookups.total",
-           read=lambda o: None if o.lookups is None else {(): o.lookups.total},
-           source="`offload.lookups.total`"),
+           field="offload.lookups.total"),
     Family("helios_offload_lookup_hits_total", "counter", (G,), "lookups",
            help="Snapshot offload.lookups.hits.", collector="offload", promised=OFFLOAD,
-           field="offload.lookups.hits",
-           read=lambda o: None if o.lookups is None else _one(o.lookups.hits),
-           source="`offload.lookups.hits`"),
+           field="offload.lookups.hits"),
     Family("helios_offload_lookup_misses_total", "counter", (G, "reason"), "lookups",
            help="Snapshot offload.lookups.misses, keys mapped onto a closed reason set (text "
            "before the first ':'; unknown keys become other).", collector="offload",
@@ -140,17 +110,13 @@ FAMILIES: Rows = (
            "failed)"),
     Family("helios_offload_host_stores_total", "counter", (G,), "stores",
            help="Snapshot offload.host.stores.", collector="offload", promised=OFFLOAD,
-           field="offload.host.stores", read=lambda o: _host(o, "stores"),
-           source="`offload.host.stores`"),
+           field="offload.host.stores"),
     Family("helios_offload_host_tokens_restored_total", "counter", (G,), "tokens",
            help="Snapshot offload.host.tokens_restored: tokens restored from the host tier.",
-           collector="offload", promised=OFFLOAD, field="offload.host.tokens_restored",
-           read=lambda o: _host(o, "tokens_restored"), source="`offload.host.tokens_restored`"),
+           collector="offload", promised=OFFLOAD, field="offload.host.tokens_restored"),
     Family("helios_offload_prompt_tokens_reused_total", "counter", (G,), "tokens",
            help="Snapshot offload.host.prompt_tokens_reused.", collector="offload",
-           promised=OFFLOAD, field="offload.host.prompt_tokens_reused",
-           read=lambda o: _host(o, "prompt_tokens_reused"),
-           source="`offload.host.prompt_tokens_reused`"),
+           promised=OFFLOAD, field="offload.host.prompt_tokens_reused"),
     Family("helios_offload_row_pressure_with_page_headroom_total", "counter", (G,), "attempts",
            help="Row-pressure eviction attempts (offload.evictions.row.attempts deltas between "
            "polls) seen while the page slab had at least 25% free at both polls.",

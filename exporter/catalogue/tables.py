@@ -50,7 +50,7 @@ def readme_table(families: Iterable[Family] = FAMILIES) -> str:
     """Every family in exposition order, with what docs/interface.md promises of it."""
     return _table(
         ("metric", "type", "labels", "unit", "source", "docs/interface.md"),
-        ((f"`{f.name}`", _type(f), f.labels_text, f.unit, f.source, _promise(f)) for f in families))
+        ((f"`{f.name}`", _type(f), f.labels_text, f.unit, f.source_text, _promise(f)) for f in families))
 
 
 def sections(families: Iterable[Family] = FAMILIES) -> list[str]:
@@ -64,5 +64,5 @@ def interface_table(section: str, families: Iterable[Family] = FAMILIES) -> str:
         if f.promised is None or f.promised.section != section:
             continue
         since = f" *(v{f.promised.since})*" if f.promised.since > 1 else ""
-        rows.append((f"`{f.name}`{since}", _type(f), f.labels_text, f.source))
+        rows.append((f"`{f.name}`{since}", _type(f), f.labels_text, f.source_text))
     return _table(("metric", "type", "labels", SECTION_COLUMN[section]), rows)

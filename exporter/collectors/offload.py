@@ -103,10 +103,11 @@ def _offload(gen: str, off: Offload, headroom: derive.Headroom | None,
         "helios_offload_row_pressure_with_page_headroom_total": lambda: _headroom(gen, headroom),
     }
     for row in catalogue.offload_rows():
-        if row.read is None:
+        read = row.reader()
+        if read is None:
             yield from derived[row.name]()
             continue
-        samples = row.read(off)
+        samples = read(off)
         if samples is not None:
             yield render(row, samples, gen)
 
