@@ -76,6 +76,17 @@ def _dashboards(root: Path) -> dict[str, str]:
     return {f"dashboards/{name}": text for name, text in rendered.items()}
 
 
+def _dashboard_docs(root: Path) -> dict[str, str]:
+    """docs/dashboards.md's panel tables, from the dashboards as generated."""
+    from dashboards import generate, panels_doc
+
+    page = (root / "docs" / "dashboards.md").read_text(encoding="utf-8")
+    for name, text in generate.generate(root / "alerts" / "config.yaml").items():
+        marker = f"panels-{name.removesuffix('.json')}"
+        page = splice(page, marker, panels_doc.panel_table(json.loads(text)), "docs/dashboards.md")
+    return {"docs/dashboards.md": page}
+
+
 def _deploy(root: Path) -> dict[str, str]:
     from deploy import generate
 
@@ -161,6 +172,7 @@ _PYTEST = (PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *G
 GENERATORS: tuple[Generator, ...] = (
     Derived("alerts", "python alerts/generate.py", _alerts),
     Derived("dashboards", "python dashboards/generate.py", _dashboards),
+    Derived("dashboard-docs", "scripts/generate dashboard-docs", _dashboard_docs),
     Derived("deploy", "python deploy/generate.py", _deploy),  # reads alerts/ and dashboards/
     Derived("mixin", "python alerts/mixin.py", _mixin),  # reads alerts/ and dashboards/
     Derived("options", "python -m exporter.config --markdown", _options),
