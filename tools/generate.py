@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -132,6 +133,23 @@ def _snapshot_schema(root: Path) -> dict[str, str]:
     return {"docs/snapshot.md": text}
 
 
+def _merged(base: Any, more: Any) -> Any:
+    """`base` with `more` laid over it, object by object (new keys after the old ones)."""
+    if not (isinstance(base, dict) and isinstance(more, dict)):
+        return more
+    return {**base, **{k: _merged(base[k], v) if k in base else v for k, v in more.items()}}
+
+
+def _contract_example_v3(root: Path) -> dict[str, str]:
+    """The v3 contract example: the v1 example with the v3 additions laid over it, so a field of
+    both is written once."""
+    folder = root / "tests" / "fixtures" / "snapshots"
+    v1, more = (json.loads((folder / name).read_text(encoding="utf-8"))
+                for name in ("contract_example.json", "contract_example_v3_additions.json"))
+    text = json.dumps(_merged(v1, more), indent=2) + "\n"
+    return {"tests/fixtures/snapshots/contract_example_v3.json": text}
+
+
 def _simulator_snapshots(root: Path) -> dict[str, str]:
     from tools import simulator_snapshots
 
@@ -178,6 +196,7 @@ GENERATORS: tuple[Generator, ...] = (
     Derived("options", "python -m exporter.config --markdown", _options),
     Derived("interface", "scripts/generate interface", _interface),  # metric and alert tables
     Derived("snapshot-schema", "scripts/generate snapshot-schema", _snapshot_schema),
+    Derived("contract-example-v3", "scripts/generate contract-example-v3", _contract_example_v3),
     Derived("simulator-snapshots", "scripts/generate simulator-snapshots", _simulator_snapshots),
     Derived("benchmarks", "python bench/report.py bench/results/latest.json", _benchmarks),
     Derived("scale", "python bench/report_scale.py --docs docs/scale.md", _scale),
