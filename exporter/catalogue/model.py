@@ -47,7 +47,8 @@ class Family:
     name: str
     type: Type | None  # None: an open row, whatever the families' owner declares
     labels: tuple[str, ...]
-    unit: str  # what one of the value counts: a base unit, or a noun ("" for a 0/1 state)
+    unit: str  # what one of the value counts: a base unit, or a noun ("" for a 0/1 state); an
+    # open row's says whose types and units its families have
     _: dataclasses.KW_ONLY
     help: str | None
     collector: str  # exporter.labels.COLLECTORS, or "registry" (exporter/registry.py itself)

@@ -29,7 +29,7 @@ def cell(text: str) -> str:
 
 
 def _type(f: Family) -> str:
-    return f.type or "as in its source"
+    return f.type or f.unit  # an open row's unit says whose types its families have
 
 
 def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
@@ -50,7 +50,8 @@ def readme_table(families: Iterable[Family] = FAMILIES) -> str:
     """Every family in exposition order, with what docs/interface.md promises of it."""
     return _table(
         ("metric", "type", "labels", "unit", "source", "docs/interface.md"),
-        ((f"`{f.name}`", _type(f), f.labels_text, f.unit, f.source_text, _promise(f)) for f in families))
+        ((f"`{f.name}`", _type(f), f.labels_text, "" if f.open else f.unit, f.source_text,
+          _promise(f)) for f in families))
 
 
 def sections(families: Iterable[Family] = FAMILIES) -> list[str]:
