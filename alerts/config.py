@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -144,24 +144,17 @@ class Reader:
             return ()
         return tuple(value)
 
-    def for_durations(self, path: str, names: Sequence[str]) -> dict[str, Duration]:
-        value = self._get(path)
-        if value is None:
+    def for_overrides(self, path: str) -> dict[str, Duration]:
+        """An optional mapping of alert name to duration (the names are checked against the
+        declared alerts by `resolve_for`)."""
+        node = self.raw.get(path)
+        if node is None:
             return {}
-        if not isinstance(value, Mapping):
+        if not isinstance(node, Mapping):
             self.errors.append(f"{path}: expected a mapping of alert name to duration")
             return {}
-        unknown = sorted(set(value) - set(names))
-        missing = [name for name in names if name not in value]
-        if unknown:
-            self.errors.append(f"{path}: unknown alerts {unknown}")
-        if missing:
-            self.errors.append(f"{path}: missing alerts {missing}")
-        return {
-            name: self._duration(f"{path}.{name}", value[name], allow_zero=True)
-            for name in names
-            if name in value
-        }
+        return {name: self._duration(f"{path}.{name}", value, allow_zero=True)
+                for name, value in node.items()}
 
 
 def read_raw(path: Path) -> Mapping[str, Any]:
@@ -172,8 +165,13 @@ def read_raw(path: Path) -> Mapping[str, Any]:
     return raw
 
 
-def load_config(path: Path, alert_names: Sequence[str]) -> Config:
-    """Read and check the config; `alert_names` are the alerts whose `for:` it must set."""
+# The alerts the rules declare, as (name, declared `for:`), from a config (alerts.groups).
+Declared = Callable[["Config"], Sequence[tuple[str, str]]]
+
+
+def load_config(path: Path, declared: Declared) -> Config:
+    """Read and check the config. Its `for_` is every declared alert's `for:` (the one the
+    config's optional `for:` mapping gives instead, where it names the alert)."""
     r = Reader(read_raw(path))
     config = Config(
         selector=r.string("selector"),
@@ -196,7 +194,7 @@ def load_config(path: Path, alert_names: Sequence[str]) -> Config:
         certificate_ticket=r.duration("exporter.certificate_expiry_ticket"),
         certificate_page=r.duration("exporter.certificate_expiry_page"),
         dcgm_selector=r.string("dcgm.selector"),
-        for_=r.for_durations("for", alert_names),
+        for_=r.for_overrides("for"),
     )
     if config.window_memory.seconds and config.window_memory.seconds <= DEFAULT_RESTORE_BOUND_S:
         r.errors.append(
@@ -204,7 +202,30 @@ def load_config(path: Path, alert_names: Sequence[str]) -> Config:
         )
     if config.cluster_label and config.cluster_label in config.target_labels:
         r.errors.append(f"cluster_label: {config.cluster_label!r} is also in target_labels")
-    snapshot_for = config.for_.get("HeliosEngineSnapshotFailing")
+    if config.certificate_page.seconds >= config.certificate_ticket.seconds > 0:
+        r.errors.append(f"exporter.certificate_expiry_page: {config.certificate_page} must be "
+                        f"shorter than certificate_expiry_ticket ({config.certificate_ticket})")
+    try:
+        alerts = declared(config)
+    except Exception:
+        if not r.errors:
+            raise
+        alerts = ()  # a config too broken to render the rules: its own errors say why
+    config = _resolve_for(config, alerts, r)
+    if r.errors:
+        raise ConfigError("\n".join(f"{path}: {e}" for e in r.errors))
+    return config
+
+
+def _resolve_for(config: Config, alerts: Sequence[tuple[str, str]], r: Reader) -> Config:
+    """`config` with the `for:` of every declared alert, in declaration order."""
+    unknown = sorted(set(config.for_) - {name for name, _ in alerts})
+    if unknown and alerts:
+        r.errors.append(f"for: unknown alerts {unknown}")
+    durations = {name: config.for_[name] if name in config.for_
+                 else r._duration(f"{name}'s declared for", text, allow_zero=True)
+                 for name, text in alerts}
+    snapshot_for = durations.get("HeliosEngineSnapshotFailing")
     if (
         snapshot_for is not None
         and config.down_grace.seconds
@@ -216,9 +237,4 @@ def load_config(path: Path, alert_names: Sequence[str]) -> Config:
             f"for.HeliosEngineSnapshotFailing: {snapshot_for} must be shorter than "
             f"exporter.down_grace ({config.down_grace})"
         )
-    if config.certificate_page.seconds >= config.certificate_ticket.seconds > 0:
-        r.errors.append(f"exporter.certificate_expiry_page: {config.certificate_page} must be "
-                        f"shorter than certificate_expiry_ticket ({config.certificate_ticket})")
-    if r.errors:
-        raise ConfigError("\n".join(f"{path}: {e}" for e in r.errors))
-    return config
+    return replace(config, for_=durations)

@@ -21,7 +21,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 from alerts import config as _config
 from alerts.config import Config, ConfigError, Reader
-from alerts.groups import ALERT_NAMES, alert_support_records, alerts, records
+from alerts.groups import alert_support_records, alerts, declared_for, records
 from alerts.render import outputs, render_alerts, render_docs, render_recording
 from tools.generated import sync
 
@@ -29,7 +29,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = ROOT / "alerts" / "config.yaml"
 
 __all__ = [
-    "ALERT_NAMES",
     "Config",
     "ConfigError",
     "Reader",
@@ -46,8 +45,8 @@ __all__ = [
 
 
 def load_config(path: Path = DEFAULT_CONFIG) -> Config:
-    """The config at `path`, checked against the alerts the groups define."""
-    return _config.load_config(path, ALERT_NAMES)
+    """The config at `path`, with the `for:` of every alert the groups declare."""
+    return _config.load_config(path, declared_for)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

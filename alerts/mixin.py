@@ -270,14 +270,16 @@ def _groups_js(writer: Writer, docs: Mapping[tuple[bool, ...], Mapping[Path, Any
 
 def config_libsonnet(raw: Mapping[str, Any], real: Config) -> str:
     severities = {a.name: a.severity for a in groups.alerts(real)}
-    config = {**raw, "severity": severities, "enabled": dict.fromkeys(severities, True)}
+    durations = {name: str(d) for name, d in real.for_.items()}  # declared, or as overridden
+    config = {**{k: v for k, v in raw.items() if k != "for"}, "for": durations,
+              "severity": severities, "enabled": dict.fromkeys(severities, True)}
     body = json.dumps(config, indent=2, ensure_ascii=False)
     body = re.sub(r'^(\s*)"([A-Za-z_][A-Za-z0-9_]*)":', lambda m: m.group(1) + _key(m.group(2)) + ":",
                   body, flags=re.MULTILINE)
     return (
         HEADER
         + "// The defaults: alerts/config.yaml (its comments explain each key; docs/alerts.md has\n"
-        + "// the table), each alert's severity, and `enabled` to turn an alert off.\n"
+        + "// the table), each alert's `for:` and severity, and `enabled` to turn an alert off.\n"
         + "{\n  _config+:: " + body.replace("\n", "\n  ") + ",\n}\n"
     )
 

@@ -157,6 +157,17 @@ def render_docs_tables(c: Config) -> dict[str, str]:
     }
 
 
+def interface_table(c: Config) -> str:
+    """docs/interface.md section 5's table: the alerts the interface promises, *(vN)* after one
+    added by interface version N > 1."""
+    rows = ["| alert | severity | fires when |", "| --- | --- | --- |"]
+    for a in groups.alerts(c):
+        if a.promised is not None:
+            since = f" *(v{a.promised.since})*" if a.promised.since > 1 else ""
+            rows.append(f"| `{a.name}`{since} | {a.severity} | {_md_cell(a.promised.fires_when)} |")
+    return "\n".join(rows)
+
+
 def render_docs(c: Config, current: str) -> str:
     """Replace each `<!-- BEGIN GENERATED: x -->`...`<!-- END GENERATED: x -->` section."""
     text = current

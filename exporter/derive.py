@@ -1,7 +1,7 @@
 """Pure derivations from consecutive snapshots: nothing here does I/O or reads a clock.
 
-- `miss_counts`: engine miss keys folded onto the closed reason set.
 - `advance_headroom`: `helios_offload_row_pressure_with_page_headroom_total`, carried across polls.
+- `offload_counters`: the snapshot's counters, by field path, from the metric catalogue's rows.
 - `counter_decreases`: cumulative engine counters that went down within one generation.
 - `advance_engine`: the engine picture the collectors render, from the previous one and this
   cycle's snapshot and pass-through results (counters folded by `passthrough_totals.fold`).
@@ -14,19 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from exporter import catalogue
 from exporter.defaults import MAX_SERIES_PER_FAMILY, PAGE_HEADROOM_RATIO
-from exporter.labels import MISS_REASONS, miss_reason
 from exporter.passthrough import Parsed
 from exporter.passthrough_totals import Totals, fold
 from exporter.snapshot import Offload, Snapshot
-
-
-def miss_counts(misses: Mapping[str, int]) -> dict[str, int]:
-    """Sum engine miss keys per closed-set reason; every reason is present (0 when unseen)."""
-    out = dict.fromkeys(MISS_REASONS, 0)
-    for key, count in misses.items():
-        out[miss_reason(key)] += count
-    return out
 
 
 def page_free_ratio(offload: Offload | None) -> float | None:
@@ -77,30 +69,17 @@ def advance_headroom(
 
 
 def offload_counters(offload: Offload | None) -> dict[str, int]:
-    """Every cumulative counter of the offload section, keyed by its snapshot field path."""
+    """Every cumulative counter of the offload section (the catalogue's counters read from the
+    snapshot), keyed by its snapshot field path: `evictions.row.attempts`,
+    `lookups.misses.evicted` (miss keys folded onto the reason set), ..."""
     if offload is None:
         return {}
     out: dict[str, int] = {}
-    for pressure, ev in offload.evictions.items():
-        out[f"evictions.{pressure}.attempts"] = ev.attempts
-        for outcome, value in ev.outcomes.items():
-            out[f"evictions.{pressure}.{outcome}"] = value
-    for kind, value in offload.retired_leaves.items():
-        out[f"retired_leaves.{kind}"] = value
-    if offload.ancestor_row_compactions is not None:
-        out["ancestor_row_compactions"] = offload.ancestor_row_compactions
-    if offload.lookups is not None:
-        out["lookups.total"] = offload.lookups.total
-        if offload.lookups.hits is not None:
-            out["lookups.hits"] = offload.lookups.hits
-        if offload.lookups.misses is not None:
-            for reason, value in miss_counts(offload.lookups.misses).items():
-                out[f"lookups.misses.{reason}"] = value
-    if offload.host is not None:
-        for name in ("stores", "tokens_restored", "prompt_tokens_reused"):
-            value = getattr(offload.host, name)
-            if value is not None:
-                out[f"host.{name}"] = value
+    for row in catalogue.snapshot_counters():
+        read = row.reader()
+        assert read is not None
+        for values, value in (read(offload) or {}).items():
+            out[row.counter_key(values)] = int(value)
     return out
 
 

@@ -7,6 +7,7 @@ input reaches a label.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Final
 
@@ -115,3 +116,11 @@ def miss_reason(engine_key: str) -> str:
     """
     head = engine_key.split(":", 1)[0].strip()
     return head if head in MISS_REASONS else "other"
+
+
+def miss_counts(misses: Mapping[str, int]) -> dict[str, int]:
+    """Sum engine miss keys per closed-set reason; every reason is present (0 when unseen)."""
+    out = dict.fromkeys(MISS_REASONS, 0)
+    for key, count in misses.items():
+        out[miss_reason(key)] += count
+    return out

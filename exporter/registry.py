@@ -122,11 +122,8 @@ class Collectors(CollectorRegistry):
 
 
 def health_families(health: Iterable[tuple[str, bool, float]]) -> list[Metric]:
-    success = gauge("helios_exporter_collector_success",
-                    "1 when the collector's series are in this exposition; 0 when it failed and "
-                    "its series were left out (the sidecar logs why).", ["collector"])
-    duration = gauge("helios_exporter_collector_duration_seconds",
-                     "Time the collector took to render its series.", ["collector"])
+    success = gauge("helios_exporter_collector_success")
+    duration = gauge("helios_exporter_collector_duration_seconds")
     for name, ok, took in health:
         success.add_metric([name], 1.0 if ok else 0.0)
         duration.add_metric([name], took)

@@ -7,11 +7,13 @@ the engine leaves out is `None` here, so its metrics stay absent rather than rea
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
 import re
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
@@ -90,6 +92,9 @@ class Offload:
     ancestor_row_compactions: int | None
     lookups: Lookups | None
     host: HostTier | None
+    # The section as the schema validated it: the metric catalogue reads a field by its path
+    # (exporter/catalogue/model.py), so a new field needs no attribute here.
+    fields: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,4 +369,5 @@ def _build_offload(off: dict[str, Any]) -> Offload:
         ancestor_row_compactions=_opt_int(off, "ancestor_row_compactions"),
         lookups=lookups,
         host=host,
+        fields=copy.deepcopy(off),  # the caller's object may change; this observation not
     )

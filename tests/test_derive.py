@@ -4,7 +4,7 @@ import copy
 from typing import Any
 
 from exporter import derive
-from exporter.labels import MISS_REASONS, miss_reason
+from exporter.labels import MISS_REASONS, miss_counts, miss_reason
 from exporter.snapshot import snapshot_from_obj
 from tests.helpers import contract_example
 
@@ -25,7 +25,7 @@ def test_miss_reason_mapping_is_closed() -> None:
     assert miss_reason("evicted:row") == "evicted"
     assert miss_reason('x"}\n{') == "other"
     assert miss_reason("") == "other"
-    counts = derive.miss_counts({"no_prefix": 3, "key_mismatch:a": 1, "key_mismatch:b": 2,
+    counts = miss_counts({"no_prefix": 3, "key_mismatch:a": 1, "key_mismatch:b": 2,
                                  "weird": 5, "also weird:x": 1})
     assert set(counts) == set(MISS_REASONS)
     assert counts["key_mismatch"] == 3 and counts["other"] == 6 and counts["no_checkpoint"] == 0

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -76,6 +77,17 @@ def _dashboards(root: Path) -> dict[str, str]:
     return {f"dashboards/{name}": text for name, text in rendered.items()}
 
 
+def _dashboard_docs(root: Path) -> dict[str, str]:
+    """docs/dashboards.md's panel tables, from the dashboards as generated."""
+    from dashboards import generate, panels_doc
+
+    page = (root / "docs" / "dashboards.md").read_text(encoding="utf-8")
+    for name, text in generate.generate(root / "alerts" / "config.yaml").items():
+        marker = f"panels-{name.removesuffix('.json')}"
+        page = splice(page, marker, panels_doc.panel_table(json.loads(text)), "docs/dashboards.md")
+    return {"docs/dashboards.md": page}
+
+
 def _deploy(root: Path) -> dict[str, str]:
     from deploy import generate
 
@@ -96,6 +108,22 @@ def _options(root: Path) -> dict[str, str]:
                                 "README.md")}
 
 
+def _interface(root: Path) -> dict[str, str]:
+    """The README's metrics table, and docs/interface.md's metric and alert tables."""
+    from alerts import generate, render
+    from exporter.catalogue import tables
+
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    page = (root / "docs" / "interface.md").read_text(encoding="utf-8")
+    for section in tables.sections():
+        page = splice(page, f"interface-metrics-{section}", tables.interface_table(section),
+                      "docs/interface.md")
+    config = generate.load_config(root / "alerts" / "config.yaml")
+    page = splice(page, "interface-alerts", render.interface_table(config), "docs/interface.md")
+    return {"README.md": splice(readme, "metrics", tables.readme_table(), "README.md"),
+            "docs/interface.md": page}
+
+
 def _snapshot_schema(root: Path) -> dict[str, str]:
     text = (root / "docs" / "snapshot.md").read_text(encoding="utf-8")
     for marker, name in (("schema", "snapshot-v1.schema.json"),
@@ -103,6 +131,23 @@ def _snapshot_schema(root: Path) -> dict[str, str]:
         schema = (root / "exporter" / "schema" / name).read_text(encoding="utf-8")
         text = splice(text, marker, f"```json\n{schema}```", "docs/snapshot.md")
     return {"docs/snapshot.md": text}
+
+
+def _merged(base: Any, more: Any) -> Any:
+    """`base` with `more` laid over it, object by object (new keys after the old ones)."""
+    if not (isinstance(base, dict) and isinstance(more, dict)):
+        return more
+    return {**base, **{k: _merged(base[k], v) if k in base else v for k, v in more.items()}}
+
+
+def _contract_example_v3(root: Path) -> dict[str, str]:
+    """The v3 contract example: the v1 example with the v3 additions laid over it, so a field of
+    both is written once."""
+    folder = root / "tests" / "fixtures" / "snapshots"
+    v1, more = (json.loads((folder / name).read_text(encoding="utf-8"))
+                for name in ("contract_example.json", "contract_example_v3_additions.json"))
+    text = json.dumps(_merged(v1, more), indent=2) + "\n"
+    return {"tests/fixtures/snapshots/contract_example_v3.json": text}
 
 
 def _simulator_snapshots(root: Path) -> dict[str, str]:
@@ -145,10 +190,13 @@ _PYTEST = (PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *G
 GENERATORS: tuple[Generator, ...] = (
     Derived("alerts", "python alerts/generate.py", _alerts),
     Derived("dashboards", "python dashboards/generate.py", _dashboards),
+    Derived("dashboard-docs", "scripts/generate dashboard-docs", _dashboard_docs),
     Derived("deploy", "python deploy/generate.py", _deploy),  # reads alerts/ and dashboards/
     Derived("mixin", "python alerts/mixin.py", _mixin),  # reads alerts/ and dashboards/
     Derived("options", "python -m exporter.config --markdown", _options),
+    Derived("interface", "scripts/generate interface", _interface),  # metric and alert tables
     Derived("snapshot-schema", "scripts/generate snapshot-schema", _snapshot_schema),
+    Derived("contract-example-v3", "scripts/generate contract-example-v3", _contract_example_v3),
     Derived("simulator-snapshots", "scripts/generate simulator-snapshots", _simulator_snapshots),
     Derived("benchmarks", "python bench/report.py bench/results/latest.json", _benchmarks),
     Derived("scale", "python bench/report_scale.py --docs docs/scale.md", _scale),

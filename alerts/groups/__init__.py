@@ -1,8 +1,8 @@
 """The rule groups, in output order (kubernetes-mixin's list of alert files).
 
-Each module has `NAMES` (its alerts, in order) and `alerts(config)`; a module may also have
-`records(config)`: recording rules its alerts need, rendered into the alerts file beside them so
-that file works alone. Dashboard recording rules are in `recording`.
+Each module has `alerts(config)`, the declarations of its alerts (alerts/rules.py); a module may
+also have `records(config)`: recording rules its alerts need, rendered into the alerts file
+beside them so that file works alone. Dashboard recording rules are in `recording`.
 """
 
 from __future__ import annotations
@@ -35,11 +35,15 @@ ALERT_GROUPS: tuple[ModuleType, ...] = (
     offload,
     gpu,
 )
-ALERT_NAMES: tuple[str, ...] = tuple(name for group in ALERT_GROUPS for name in group.NAMES)
 
 
 def alerts(c: Config) -> list[Alert]:
     return [alert for group in ALERT_GROUPS for alert in group.alerts(c)]
+
+
+def declared_for(c: Config) -> list[tuple[str, str]]:
+    """Every alert's name and declared `for:`, in order (what alerts/config.yaml may override)."""
+    return [(a.name, a.for_) for a in alerts(c)]
 
 
 def alert_support_records(c: Config) -> list[Record]:

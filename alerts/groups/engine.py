@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from alerts.config import Config
 from alerts.promql import Q
-from alerts.rules import Alert
+from alerts.rules import Alert, Promise
 from alerts.templates import T
 
 GROUP = "helios-engine"
-NAMES = ("HeliosEnginePinMismatch", "HeliosEngineRestartedOutsideWindow")
 
 # `pin` label -> (sidecar flag, what a mismatch means, the current value as a template or "").
 _IDENTITY = "helios_monitoring_generation_info{{TARGET}}"
@@ -50,6 +49,12 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosEnginePinMismatch",
             group=GROUP,
             severity="critical",
+            # One more poll and scrape confirm a mismatch before it pages.
+            for_="1m",
+            promised=Promise(
+                "the engine does not match a configured pin (label `pin`)",
+                since=2,
+            ),
             expr=f"{q.sel('helios_engine_pin_ok')} == 0",
             summary=f"Engine on {t.target} does not match its {{{{ $labels.pin }}}} pin",
             description=(
@@ -66,6 +71,11 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosEngineRestartedOutsideWindow",
             group=GROUP,
             severity="warning",
+            for_="0m",
+            promised=Promise(
+                "a new engine incarnation that no restore window saw coming (section 6.8)",
+                since=2,
+            ),
             expr=f"increase({q.sel('helios_engine_unplanned_restarts_total')}[{window}]) > 0",
             summary=f"Engine on {t.target} restarted outside a restore window",
             description=(

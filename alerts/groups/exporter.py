@@ -6,19 +6,11 @@ from __future__ import annotations
 
 from alerts.config import Config
 from alerts.promql import Q, join
-from alerts.rules import Alert
+from alerts.rules import FOR, Alert, Promise
 from alerts.templates import T
 from exporter.labels import COLLECTOR_SERIES
 
 GROUP = "helios-exporter"
-NAMES = (
-    "HeliosExporterDown",
-    "HeliosEngineSnapshotFailing",
-    "HeliosExporterCollectorFailing",
-    "HeliosExporterWebConfigReloadFailed",
-    "HeliosExporterCertificateExpiring",
-    "HeliosExporterCertificateExpiryImminent",
-)
 
 def _missing_series(c: Config) -> str:
     """Go template: what the failing collector ($labels.collector) leaves out of /metrics."""
@@ -54,6 +46,14 @@ def _certificate_alerts(c: Config, q: Q, t: T) -> list[Alert]:
             name="HeliosExporterCertificateExpiring",
             group=GROUP,
             severity="warning",
+            # The expiry is a fixed time: a few evaluations confirm it is the certificate in force.
+            for_="10m",
+            promised=Promise(
+                "the sidecar's TLS certificate in force, or its client CA (label "
+                f"`certificate`), expires in less than {c.certificate_ticket} but "
+                f"{c.certificate_page} or more",
+                since=3,
+            ),
             expr=f"{left} < {ticket} and {left} >= {page}",
             summary=f"The Helios sidecar {t.target} serves a certificate that expires within "
                     f"{c.certificate_ticket}",
@@ -74,6 +74,14 @@ def _certificate_alerts(c: Config, q: Q, t: T) -> list[Alert]:
             name="HeliosExporterCertificateExpiryImminent",
             group=GROUP,
             severity="critical",
+            # The expiry is a fixed time: a few evaluations confirm it is the certificate in force.
+            for_="5m",
+            promised=Promise(
+                f"it expires in less than {c.certificate_page}, or has expired (from the last "
+                "value seen within the window memory, so also once the expired certificate "
+                "stops the scrapes)",
+                since=3,
+            ),
             expr=f"{left} < {page}",
             summary=f"The certificate of the Helios sidecar {t.target} expires within "
                     f"{c.certificate_page}, or has expired",
@@ -102,11 +110,13 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosExporterDown",
             group=GROUP,
             severity="warning",
+            for_="5m",
+            promised=Promise("Prometheus cannot scrape the sidecar"),
             expr=f"{q.sel('up')} == 0{no_target}",
             summary=f"Prometheus cannot scrape the Helios sidecar {sidecar}",
             description=(
                 f"Prometheus has not scraped the Helios sidecar {sidecar} for "
-                f"{c.for_['HeliosExporterDown']}"
+                f"{FOR}"
                 "{{ if not $labels.instance }} (no target of the job at all){{ end }}. "
                 "Engine, offload and GPU metrics are missing; restore alerts continue from the "
                 f"last values seen for {c.window_memory}. Inhibited while a restore window is "
@@ -119,6 +129,11 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosEngineSnapshotFailing",
             group=GROUP,
             severity="warning",
+            # Below exporter.down_grace (the sidecar's --down-grace, default 60s) by at least one
+            # scrape plus one evaluation interval (15s each as shipped): after the grace a restore window
+            # opens and the alert, which requires no open window, can no longer fire.
+            for_="30s",
+            promised=Promise("the snapshot source is failing while no window is open"),
             expr=join(
                 f"{q.sel('helios_exporter_source_up', source='engine_snapshot')} == 0",
                 f"{q.sel('helios_restore_window_open')} == 0",
@@ -152,6 +167,14 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosExporterCollectorFailing",
             group=GROUP,
             severity="warning",
+            # /metrics is rendered once per poll cycle (5s by default): a collector that fails on
+            # one cycle's input and recovers on the next opens no ticket; one that keeps raising does.
+            for_="5m",
+            promised=Promise(
+                "a collector of `/metrics` keeps failing (label `collector`): its series are "
+                "missing, the rest of `/metrics` is valid",
+                since=2,
+            ),
             expr=f"{q.sel('helios_exporter_collector_success')} == 0",
             summary=(
                 "Collector {{ $labels.collector }} of the Helios sidecar "
@@ -160,7 +183,7 @@ def alerts(c: Config) -> list[Alert]:
             description=(
                 "The {{ $labels.collector }} collector of the sidecar on "
                 f"{t.target} has raised on every rendering of /metrics for "
-                f"{c.for_['HeliosExporterCollectorFailing']}: its series are left out, the rest "
+                f"{FOR}: its series are left out, the rest "
                 "of /metrics stays valid and is scraped. Missing: "
                 + _missing_series(c)
                 + ". The sidecar logged the error with its traceback (event collector_failed, "
@@ -177,11 +200,20 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosExporterWebConfigReloadFailed",
             group=GROUP,
             severity="warning",
+            # The file is re-read at most once a second when it changes: a certificate and key
+            # written one after the other fail for a moment and load on the next check; a file that
+            # stays broken for minutes keeps the old certificate and users in force.
+            for_="5m",
+            promised=Promise(
+                "a change of `--web-config-file` (or a file it names) does not load: the last "
+                "configuration that loaded stays in force",
+                since=2,
+            ),
             expr=f"{q.sel('helios_exporter_web_config_last_reload_successful')} == 0",
             summary=f"The Helios sidecar {t.target} keeps an old web configuration",
             description=(
                 f"The sidecar on {t.target} has failed for "
-                f"{c.for_['HeliosExporterWebConfigReloadFailed']} to load the latest change of "
+                f"{FOR} to load the latest change of "
                 "its --web-config-file (or of a file it names: certificate, key, client CA) and "
                 "keeps the configuration that loaded at "
                 + t.value(

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from alerts.config import Config
 from alerts.promql import Q, indent, num, ratio
-from alerts.rules import Alert
+from alerts.rules import Alert, Promise
 from alerts.templates import T
 
 GROUP = "helios-gpu"
-NAMES = ("HeliosGpuLost", "HeliosGpuPowerAtLimit")
 
 
 def alerts(c: Config) -> list[Alert]:
@@ -19,6 +18,8 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosGpuLost",
             group=GROUP,
             severity="critical",
+            for_="1m",
+            promised=Promise("a GPU stopped answering NVML"),
             expr=f"{q.sel('helios_gpu_up')} == 0",
             summary=f"{gpu} stopped answering NVML on {t.target}",
             description=(
@@ -31,6 +32,8 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosGpuPowerAtLimit",
             group=GROUP,
             severity="warning",
+            for_="15m",
+            promised=Promise("a GPU runs at its enforced power limit"),
             expr=(
                 "(\n"
                 + indent(

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 from alerts.config import Config
 from alerts.promql import STEP, Q, indent, join, num, ratio, short
-from alerts.rules import Alert, Record
+from alerts.rules import Alert, Promise, Record
 from alerts.templates import T
 
 GROUP = "helios-offload"
-NAMES = (
-    "HeliosOffloadRowPressureWithPageHeadroom",
-    "HeliosOffloadHostTierNoReuse",
-    "HeliosOffloadGeometryInconsistent",
-)
 
 
 # HeliosOffloadHostTierNoReuse's counters, grown over the host-tier window: read as the sum of
@@ -73,6 +68,8 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosOffloadRowPressureWithPageHeadroom",
             group=GROUP,
             severity="info",
+            for_="15m",
+            promised=Promise("row-pressure evictions keep happening while the page slab has headroom"),
             expr=join(
                 q.increase(
                     "helios_offload_row_pressure_with_page_headroom_total", c.row_pressure_window
@@ -103,6 +100,8 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosOffloadHostTierNoReuse",
             group=HOST_TIER_GROUP,
             severity="info",
+            for_="30m",
+            promised=Promise("lookups and host stores go on but no host tokens are restored"),
             expr=join(
                 f"{growth(c, 'helios_offload_lookups_total')} > 0",
                 f"{growth(c, 'helios_offload_host_stores_total')} > 0",
@@ -128,6 +127,14 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosOffloadGeometryInconsistent",
             group=GROUP,
             severity="warning",
+            # A snapshot is not read atomically by every engine; a lasting inconsistency is the
+            # finding.
+            for_="5m",
+            promised=Promise(
+                "the snapshot's byte arithmetic does not hold, or *(v3)* its record sizes are "
+                "not those of `--expect-layout`'s layout",
+                since=2,
+            ),
             expr=f"{q.sel('helios_offload_geometry_consistent')} == 0",
             summary=(f"Offload snapshot geometry does not hold on {t.target} (its byte "
                      "arithmetic, or the record sizes of --expect-layout)"),

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from alerts.config import Config
 from alerts.promql import Q, indent
-from alerts.rules import Alert
+from alerts.rules import Alert, Promise
 from alerts.templates import T
 
 GROUP = "helios-restore"
-NAMES = ("HeliosRestoreCheckFailed",)
 
 # What a failing post-restore check means (docs/interface.md, restore window), in the description.
 CHECK_MEANINGS = {
@@ -56,6 +55,8 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosRestoreCheckFailed",
             group=GROUP,
             severity="critical",
+            for_="0m",
+            promised=Promise("a post-restore check failed (label `check`)"),
             expr=(
                 "(\n"
                 + indent(f"{q.sel('helios_restore_check_ok')} == 0")

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from alerts.config import Config
 from alerts.promql import Q, join
-from alerts.rules import Alert
+from alerts.rules import Alert, Promise
 from alerts.templates import T
 
 GROUP = "helios-restore"
-NAMES = ("HeliosRequestCutoffBreached", "HeliosRestoreBoundAtRisk", "HeliosRestoreBoundBreached")
 # The incumbent's in-flight requests as last seen while it was up; 0 once it went away or was
 # replaced, so neither the restored engine's own traffic nor requests that died with a crashed
 # incumbent count (docs/interface.md, restore window).
@@ -33,6 +32,12 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosRequestCutoffBreached",
             group=GROUP,
             severity="critical",
+            for_="0m",
+            promised=Promise(
+                "an open window's request-cutoff deadline has passed and the incumbent still "
+                "had requests in flight when it was last seen up; the restored engine's own "
+                "traffic never counts"
+            ),
             expr=join(
                 f"{q.seen(INCUMBENT_INFLIGHT)} > 0",
                 f"{q.deadline_last('request_cutoff')} < time()",
@@ -60,6 +65,8 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosRestoreBoundAtRisk",
             group=GROUP,
             severity="warning",
+            for_="0m",
+            promised=Promise(f"an open window is {c.at_risk_margin} or less from its restore deadline"),
             expr=join(
                 f"{q.deadline_last('restore')} - time() <= {c.at_risk_margin.seconds}",
                 f"{q.deadline_last('restore')} > time()",
@@ -83,6 +90,11 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosRestoreBoundBreached",
             group=GROUP,
             severity="critical",
+            for_="0m",
+            promised=Promise(
+                "the restore deadline has passed and the window has not closed, also while the "
+                "sidecar or its whole host cannot be scraped"
+            ),
             expr=join(
                 f"{q.deadline_last('restore')} < time()",
                 q.window_open_last(),

@@ -26,7 +26,6 @@ from alerts.templates import T
 
 GROUP = "helios-restore"
 OPEN_GROUP = "helios-restore-window"
-NAMES = ("HeliosRestoreWindowOpen", "HeliosRestoreWindowClosed", "HeliosRestoreWindowForgotten")
 
 END = "helios_restore_last_window_end_timestamp_seconds"
 RESTORED = "helios_restore_last_window_restored"
@@ -109,6 +108,7 @@ def alerts(c: Config) -> list[Alert]:
             # Explains no resolve and needs no notice beside it: evaluated beside the pages.
             group=OPEN_GROUP,
             severity="info",
+            for_="0m",
             expr=join(
                 q.seen("helios_restore_window_start_timestamp_seconds"),
                 q.window_open_last(),
@@ -132,6 +132,7 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosRestoreWindowClosed",
             group=GROUP,
             severity=NOTICE,
+            for_="0m",
             expr=chain(
                 f"{q.last(END, notice)} > time() - {c.outcome_notice.seconds}",
                 (
@@ -181,6 +182,7 @@ def alerts(c: Config) -> list[Alert]:
             name="HeliosRestoreWindowForgotten",
             group=GROUP,
             severity=NOTICE,
+            for_="0m",
             expr=chain(
                 # Seen in the `seen_span` before the memory began, and no longer remembered:
                 # what last_over_time(...[memory + seen_span]) would read, without reading the

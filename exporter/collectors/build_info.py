@@ -19,8 +19,6 @@ class BuildInfoCollector:
         self._python_version = python_version
 
     def collect(self) -> Iterator[Metric]:
-        info = gauge("helios_exporter_build_info",
-                     "The sidecar's version and the Python running it; always 1.",
-                     ["version", "python_version"])
+        info = gauge("helios_exporter_build_info")
         info.add_metric([self._version, self._python_version], 1.0)
         yield info

@@ -27,10 +27,8 @@ class ExperimentCollector:
         phases = self._open_phases()
         if not phases:
             return
-        is_open = gauge("helios_experiment_phase_open",
-                        "1 for each experiment phase open now (begun, not yet ended).", ["phase"])
-        start = gauge("helios_experiment_phase_start_timestamp_seconds",
-                      "When the begin capture of each open experiment phase was taken.", ["phase"])
+        is_open = gauge("helios_experiment_phase_open")
+        start = gauge("helios_experiment_phase_start_timestamp_seconds")
         for name, began in sorted(phases.items()):
             is_open.add_metric([name], 1.0)
             start.add_metric([name], began)

@@ -27,57 +27,42 @@ class ExporterCollector:
     def collect(self) -> Iterator[Metric]:
         p = self._view()
         yield from _sources(p)
-        reqs = counter("helios_exporter_engine_requests_total",
-                       "Requests the sidecar made to the engine, by path and outcome.",
-                       ["path", "outcome"])
+        reqs = counter("helios_exporter_engine_requests_total")
         closed = [(path, outcome) for path in ENGINE_PATHS for outcome in FETCH_OUTCOMES]
         for (path, outcome), value in zero_filled(closed, p.engine_requests):
             reqs.add_metric([path, outcome], value)
-        size = counter("helios_exporter_engine_response_bytes_total",
-                       "Body bytes the sidecar read from the engine, by path.", ["path"])
+        size = counter("helios_exporter_engine_response_bytes_total")
         for path, value in zero_filled(ENGINE_PATHS, p.engine_response_bytes):
             size.add_metric([path], value)
         yield from (reqs, size)
         eng = p.engine
-        dropped = counter("helios_exporter_engine_labels_dropped_total",
-                          "Engine labels dropped by the pass-through (not allow-listed), by "
-                          "allow-listed family.", ["family"])
+        dropped = counter("helios_exporter_engine_labels_dropped_total")
         for family, value in zero_filled(DEFAULT_ALLOW, eng.labels_dropped):
             dropped.add_metric([family], value)
         yield dropped
-        fields = counter("helios_exporter_snapshot_fields_dropped_total",
-                         "Polls whose snapshot carried an identity field that cannot be a label "
-                         "value; the field was left out (its restore check is then unknown).",
-                         ["field"])
+        fields = counter("helios_exporter_snapshot_fields_dropped_total")
         for name, value in zero_filled(DROPPABLE_FIELDS, eng.fields_dropped):
             fields.add_metric([name], value)
         yield fields
-        for name, value, doc in (
-            ("helios_exporter_engine_malformed_lines_total", eng.malformed_lines,
-             "Allow-listed engine /metrics lines that could not be parsed."),
-            ("helios_exporter_snapshot_regressions_total", eng.counter_decreases,
-             "Snapshot counters that decreased within one generation (an engine defect)."),
-            ("helios_exporter_poll_cycles_total", p.cycles, "Completed poll cycles."),
+        for name, value in (
+            ("helios_exporter_engine_malformed_lines_total", eng.malformed_lines),
+            ("helios_exporter_snapshot_regressions_total", eng.counter_decreases),
+            ("helios_exporter_poll_cycles_total", p.cycles),
         ):
-            c = counter(name, doc)
+            c = counter(name)
             c.add_metric([], value)
             yield c
         if p.last_cycle_duration is not None:
-            m = gauge("helios_exporter_poll_cycle_duration_seconds",
-                      "Wall time of the latest poll cycle (all sources together).")
+            m = gauge("helios_exporter_poll_cycle_duration_seconds")
             m.add_metric([], p.last_cycle_duration)
             yield m
 
 
 def _sources(p: View) -> Iterator[Metric]:
-    up = gauge("helios_exporter_source_up", "1 when the source's latest poll succeeded.",
-               ["source"])
-    errors = counter("helios_exporter_source_errors_total",
-                     "Failed polls by source and closed-set reason.", ["source", "reason"])
-    last = gauge("helios_exporter_source_last_success_timestamp_seconds",
-                 "When the source last polled successfully (unix seconds).", ["source"])
-    duration = gauge("helios_exporter_source_poll_duration_seconds",
-                     "Duration of the source's latest poll.", ["source"])
+    up = gauge("helios_exporter_source_up")
+    errors = counter("helios_exporter_source_errors_total")
+    last = gauge("helios_exporter_source_last_success_timestamp_seconds")
+    duration = gauge("helios_exporter_source_poll_duration_seconds")
     for source in SOURCES:
         health = p.sources[source]
         if not health.enabled or health.up is None:

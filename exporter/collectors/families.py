@@ -1,22 +1,50 @@
-"""Small helpers to build fresh metric families with a fixed label order."""
+"""Fresh metric families built from their catalogue rows (exporter/catalogue/): a collector names
+the family, the catalogue gives its type, labels (in the order of `add_metric`'s values) and HELP.
+A name the catalogue lacks, or a row of another type, raises: no family leaves without a row."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from exporter import catalogue
+from exporter.catalogue.model import Family, Samples
 
 K = TypeVar("K", str, tuple[str, str])
 
 
-def gauge(name: str, doc: str, labels: Sequence[str] = ()) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, doc, labels=list(labels))
+def _row(name: str, kind: str) -> tuple[list[str], str]:
+    """The row's labels and HELP."""
+    row = catalogue.get(name)
+    if row.type != kind or row.help is None:
+        raise TypeError(f"{name} is not a {kind} of ours in the catalogue ({row.type}, "
+                        f"{row.collector})")
+    return list(row.labels), row.help
 
 
-def counter(name: str, doc: str, labels: Sequence[str] = ()) -> CounterMetricFamily:
+def gauge(name: str) -> GaugeMetricFamily:
+    labels, doc = _row(name, "gauge")
+    return GaugeMetricFamily(name, doc, labels=labels)
+
+
+def counter(name: str) -> CounterMetricFamily:
+    labels, doc = _row(name, "counter")
     # CounterMetricFamily appends `_total` to the sample name; pass the name without it.
-    return CounterMetricFamily(name.removesuffix("_total"), doc, labels=list(labels))
+    return CounterMetricFamily(name.removesuffix("_total"), doc, labels=labels)
+
+
+def family(row: Family) -> GaugeMetricFamily | CounterMetricFamily:
+    return gauge(row.name) if row.type == "gauge" else counter(row.name)
+
+
+def render(row: Family, samples: Samples, *first: str) -> Metric:
+    """The row's family with one sample per entry of `samples` (label values after `first`)."""
+    m = family(row)
+    for values, value in samples.items():
+        m.add_metric([*first, *values], value)
+    return m
 
 
 def zero_filled(keys: Iterable[K], counts: Mapping[K, int]) -> list[tuple[K, int]]:

@@ -28,28 +28,11 @@ from exporter.gpu_selection import GpuSelection
 from exporter.snapshot import Snapshot
 from exporter.sources.gpu_report import THROTTLE_REASONS, GpuStats
 
-L = ["gpu", "uuid"]
-
-# (attribute, name, HELP) of the plain per-GPU gauges.
-_GAUGES = (
-    ("memory_used_bytes", "helios_gpu_memory_used_bytes",
-     "GPU memory in use, bytes (NVML nvmlDeviceGetMemoryInfo .used)."),
-    ("memory_total_bytes", "helios_gpu_memory_total_bytes",
-     "GPU memory installed, bytes (NVML nvmlDeviceGetMemoryInfo .total)."),
-    ("utilization_ratio", "helios_gpu_utilization_ratio",
-     "Fraction of the last sample period a kernel ran, 0-1 (NVML "
-     "nvmlDeviceGetUtilizationRates .gpu / 100)."),
-    ("power_watts", "helios_gpu_power_watts",
-     "GPU board power draw, watts (NVML nvmlDeviceGetPowerUsage mW / 1000)."),
-    ("power_limit_watts", "helios_gpu_power_limit_watts",
-     "Enforced GPU power limit, watts (NVML nvmlDeviceGetEnforcedPowerLimit mW / 1000)."),
-    ("temperature_celsius", "helios_gpu_temperature_celsius",
-     "GPU die temperature, degrees Celsius (NVML nvmlDeviceGetTemperatureV, GPU sensor)."),
-    ("sm_clock_hertz", "helios_gpu_sm_clock_hertz",
-     "Current SM clock, hertz (NVML nvmlDeviceGetClockInfo NVML_CLOCK_SM MHz * 1e6)."),
-    ("memory_clock_hertz", "helios_gpu_memory_clock_hertz",
-     "Current memory clock, hertz (NVML nvmlDeviceGetClockInfo NVML_CLOCK_MEM MHz * 1e6)."),
-)
+# The plain per-GPU gauges: each is the GpuStats attribute of its name without `helios_gpu_`.
+_GAUGES = ("helios_gpu_memory_used_bytes", "helios_gpu_memory_total_bytes",
+           "helios_gpu_utilization_ratio", "helios_gpu_power_watts", "helios_gpu_power_limit_watts",
+           "helios_gpu_temperature_celsius", "helios_gpu_sm_clock_hertz",
+           "helios_gpu_memory_clock_hertz")
 
 
 class GpuCollector:
@@ -69,32 +52,26 @@ class GpuCollector:
 
 def _render(gpus: tuple[GpuStats, ...], driver: str | None,
             snap: Snapshot | None) -> Iterator[Metric]:
-    up = gauge("helios_gpu_up", "1 when NVML answered for this GPU at the latest poll; 0 when it "
-               "is lost, hung or the NVML poll failed.", L)
+    up = gauge("helios_gpu_up")
     for g in gpus:
         up.add_metric([str(g.index), g.uuid], 1.0 if g.up else 0.0)
     yield up
     live = [g for g in gpus if g.up]
-    for attr, name, doc in _GAUGES:
-        m = gauge(name, doc, L)
+    for name in _GAUGES:
+        m = gauge(name)
         for g in live:
-            value = getattr(g, attr)
+            value = getattr(g, name.removeprefix("helios_gpu_"))
             if value is not None:
                 m.add_metric([str(g.index), g.uuid], float(value))
         if m.samples:
             yield m
-    energy = counter("helios_gpu_energy_joules_total",
-                     "GPU energy since the driver was loaded, joules (NVML "
-                     "nvmlDeviceGetTotalEnergyConsumption mJ / 1000).", L)
+    energy = counter("helios_gpu_energy_joules_total")
     for g in live:
         if g.energy_joules is not None:
             energy.add_metric([str(g.index), g.uuid], g.energy_joules)
     if energy.samples:
         yield energy
-    throttle = gauge("helios_gpu_throttle_reason_active",
-                     "1 while the clock-event reason holds clocks down (NVML "
-                     "nvmlDeviceGetCurrentClocksEventReasons bitmask; unknown bits -> other).",
-                     [*L, "reason"])
+    throttle = gauge("helios_gpu_throttle_reason_active")
     for g in live:
         if g.throttle_reasons is not None:
             for reason in THROTTLE_REASONS:
@@ -102,10 +79,7 @@ def _render(gpus: tuple[GpuStats, ...], driver: str | None,
                 throttle.add_metric([str(g.index), g.uuid, reason], active)
     if throttle.samples:
         yield throttle
-    ecc = counter("helios_gpu_ecc_errors_total",
-                  "ECC memory errors since the driver was loaded (NVML nvmlDeviceGetTotalEccErrors, "
-                  "volatile counter); absent when ECC is off or unsupported.",
-                  [*L, "error_type"])
+    ecc = counter("helios_gpu_ecc_errors_total")
     for g in live:
         for error_type, value in (("corrected", g.ecc_corrected),
                                   ("uncorrected", g.ecc_uncorrected)):
@@ -113,9 +87,7 @@ def _render(gpus: tuple[GpuStats, ...], driver: str | None,
                 ecc.add_metric([str(g.index), g.uuid, error_type], value)
     if ecc.samples:
         yield ecc
-    info = gauge("helios_gpu_info", "GPU model and driver version (NVML nvmlDeviceGetName, "
-                 "nvmlSystemGetDriverVersion, sanitised); always 1.",
-                 [*L, "name", "driver_version"])
+    info = gauge("helios_gpu_info")
     for g in live:
         info.add_metric([str(g.index), g.uuid, g.name or "unknown", driver or "unknown"], 1.0)
     if info.samples:
@@ -127,8 +99,7 @@ def _ranks(gpus: tuple[GpuStats, ...], snap: Snapshot | None) -> Iterator[Metric
     if snap is None or not snap.ranks:
         return
     by_uuid = {g.uuid: g for g in gpus if g.uuid}
-    m = gauge("helios_gpu_rank_info", "Engine rank running on this GPU (snapshot ranks[].gpu_uuid "
-              "matched to the NVML UUID); always 1.", [*L, "rank", "generation"])
+    m = gauge("helios_gpu_rank_info")
     for rank in snap.ranks:
         g = by_uuid.get(rank.gpu_uuid)
         if g is not None:

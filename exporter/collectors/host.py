@@ -34,41 +34,31 @@ class HostCollector:
         report = None if result is None else result.value
         if report is None:
             return
-        for name, value, doc in (
-            ("helios_host_memory_available_bytes", report.memory_available_bytes,
-             "Host memory available without swapping, bytes (psutil virtual_memory().available; "
-             "the node's, not the container's limit)."),
-            ("helios_host_memory_total_bytes", report.memory_total_bytes,
-             "Host physical memory, bytes (psutil virtual_memory().total)."),
+        for name, value in (
+            ("helios_host_memory_available_bytes", report.memory_available_bytes),
+            ("helios_host_memory_total_bytes", report.memory_total_bytes),
         ):
             if value is not None:
-                m = gauge(name, doc)
+                m = gauge(name)
                 m.add_metric([], value)
                 yield m
         if report.engine_up is not None:
-            m = gauge("helios_engine_process_up",
-                      "1 when the engine process (pid file or process name) was found at the "
-                      "latest poll.")
+            m = gauge("helios_engine_process_up")
             m.add_metric([], 1.0 if report.engine_up else 0.0)
             yield m
         if report.engine is not None:
             yield from _process(report.engine)
-            m = gauge("helios_engine_process_threads",
-                      "Threads of the engine process (psutil num_threads).")
+            m = gauge("helios_engine_process_threads")
             m.add_metric([], report.engine.threads)
             yield m
-            m = gauge("helios_engine_process_start_time_seconds",
-                      "Start time of the engine process, unix seconds (psutil create_time); a "
-                      "change is restart evidence.")
+            m = gauge("helios_engine_process_start_time_seconds")
             m.add_metric([], report.engine.start_time_seconds)
             yield m
 
 
 def _process(stats: ProcessStats) -> Iterator[Metric]:
-    rss = gauge("helios_engine_process_resident_bytes", "Resident memory of the engine process, "
-                "bytes (psutil memory_info().rss).")
+    rss = gauge("helios_engine_process_resident_bytes")
     rss.add_metric([], stats.resident_bytes)
-    cpu = counter("helios_engine_process_cpu_seconds_total", "CPU time of the engine process, "
-                  "user + system seconds (psutil cpu_times()).")
+    cpu = counter("helios_engine_process_cpu_seconds_total")
     cpu.add_metric([], stats.cpu_seconds)
     yield from (rss, cpu)

@@ -33,70 +33,44 @@ class HttpCollector:
 
     def collect(self) -> Iterator[Metric]:
         c = self._conns
-        for name, doc, value in (
-            ("helios_exporter_http_connections_open", "Client connections open now.", c.open),
-            ("helios_exporter_http_connections_max",
-             "Most client connections kept open (--http-max-connections, lowered to fit the "
-             "file-descriptor limit).", c.max_connections),
+        for name, value in (
+            ("helios_exporter_http_connections_open", c.open),
+            ("helios_exporter_http_connections_max", c.max_connections),
         ):
-            g = gauge(name, doc)
+            g = gauge(name)
             g.add_metric([], value)
             yield g
-        for name, doc, value in (
-            ("helios_exporter_http_connections_accepted_total",
-             "Client connections accepted.", c.accepted),
-            ("helios_exporter_http_connections_refused_total",
-             "Connections refused at the connection cap because every open one was busy with "
-             "a request (answered 503, or closed under TLS).", c.refused),
+        for name, value in (
+            ("helios_exporter_http_connections_accepted_total", c.accepted),
+            ("helios_exporter_http_connections_refused_total", c.refused),
         ):
-            m = counter(name, doc)
+            m = counter(name)
             m.add_metric([], value)
             yield m
-        closed = counter("helios_exporter_http_connections_closed_total",
-                         "Connections the sidecar closed itself: slow_request (the request did not "
-                         "arrive within --http-read-timeout), slow_reader (the client stopped "
-                         "reading its response), idle (--http-idle-timeout), evicted (closed to "
-                         "make room at the cap: waiting or idle the longest), head_too_large.",
-                         ["reason"])
+        closed = counter("helios_exporter_http_connections_closed_total")
         for reason, value in sorted(c.closed.items()):
             closed.add_metric([reason], value)
         yield closed
-        failures = counter("helios_exporter_http_auth_failures_total",
-                           "Requests refused for their credentials (basic auth or bearer token), "
-                           "by path and reason: missing, wrong, throttled (the client failed "
-                           "too often and must wait), or pending (answered 429 while the "
-                           "basic-auth check was not done).", ["path", "reason"])
+        failures = counter("helios_exporter_http_auth_failures_total")
         for (path, reason), value in sorted(self._failures.counts.items()):
             failures.add_metric([path, reason], value)
         yield failures
-        throttled = gauge("helios_exporter_http_auth_throttled_clients",
-                          "Clients whose credentials are not looked at until their penalty for "
-                          "failed attempts ends.")
+        throttled = gauge("helios_exporter_http_auth_throttled_clients")
         throttled.add_metric([], self._failures.throttled_clients())
         yield throttled
         if self._web is None:
             return
         if self._web.tls_enabled:
-            tls = counter("helios_exporter_http_tls_handshake_failures_total",
-                          "TLS handshakes that failed or timed out, and client certificates "
-                          "without an allowed SAN.")
+            tls = counter("helios_exporter_http_tls_handshake_failures_total")
             tls.add_metric([], c.tls_handshake_failures)
             yield tls
-            expiry = gauge("helios_exporter_tls_certificate_expiry_timestamp_seconds",
-                           "When the certificate in force expires (unix seconds): server, the "
-                           "earliest NotAfter of tls_server_config's cert_file (or cert) and the "
-                           "chain in it; client_ca, the earliest of the client CA's "
-                           "certificates. Of the configuration that last loaded.",
-                           ["certificate"])
+            expiry = gauge("helios_exporter_tls_certificate_expiry_timestamp_seconds")
             settings = self._web.tls()
             for cert in settings.expiry if settings is not None else ():
                 expiry.add_metric([cert.certificate], cert.not_after)
             yield expiry
-        ok = gauge("helios_exporter_web_config_last_reload_successful",
-                   "1 when the latest change of --web-config-file (or a file it names) loaded; "
-                   "0: the previous configuration is still in force.")
+        ok = gauge("helios_exporter_web_config_last_reload_successful")
         ok.add_metric([], 1.0 if self._web.last_reload_ok else 0.0)
-        at = gauge("helios_exporter_web_config_last_reload_success_timestamp_seconds",
-                   "When --web-config-file last loaded (unix seconds).")
+        at = gauge("helios_exporter_web_config_last_reload_success_timestamp_seconds")
         at.add_metric([], self._web.last_success)
         yield from (ok, at)

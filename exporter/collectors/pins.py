@@ -24,11 +24,7 @@ class PinCollector:
         known = [c for c in self._checks() if c.ok is not None]
         if not known:
             return
-        m = gauge("helios_engine_pin_ok",
-                  "1 while the engine matches the configured --expect-* pin: snapshot "
-                  "identity.image_digest / package / checkpoint, the number of ranks, the NVML "
-                  "enforced power limit of every GPU serving a rank; absent while unknown.",
-                  ["pin"])
+        m = gauge("helios_engine_pin_ok")
         for check in known:
             m.add_metric([check.pin], 1.0 if check.ok else 0.0)
         yield m

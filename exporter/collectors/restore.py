@@ -33,11 +33,10 @@ class RestoreCollector:
         status = self._restore()
         state = status.state
         window = state.window
-        is_open = gauge("helios_restore_window_open",
-                        "1 while a restore window is open (drain, event or engine unreachable).")
+        is_open = gauge("helios_restore_window_open")
         is_open.add_metric([], 1.0 if window else 0.0)
         yield is_open
-        phase = gauge("helios_restore_phase", "Restore state machine phase, one-hot.", ["phase"])
+        phase = gauge("helios_restore_phase")
         for p in PHASES:
             phase.add_metric([p], 1.0 if state.phase == p else 0.0)
         yield phase
@@ -46,98 +45,68 @@ class RestoreCollector:
         if state.checks:
             # Those of the last closed window, kept while a later window is open and after an
             # abort: a failed check stays until a restore is judged again.
-            checks = gauge("helios_restore_check_ok",
-                           "Post-restore checks of the last closed window: 1 passed, 0 failed; a "
-                           "check whose inputs were unknown is absent.", ["check"])
+            checks = gauge("helios_restore_check_ok")
             for name in CHECKS:
                 if name in state.checks:
                     checks.add_metric([name], 1.0 if state.checks[name] else 0.0)
             yield checks
         if state.last_window is not None:
             yield from _last_window(state.last_window)
-        restarts = counter("helios_engine_unplanned_restarts_total",
-                           "New engine incarnations (another generation, container or start) "
-                           "that no restore window saw coming: seen while none was open, or "
-                           "found at the sidecar's start.")
+        restarts = counter("helios_engine_unplanned_restarts_total")
         restarts.add_metric([], state.unplanned_restarts)
         yield restarts
-        for name, value, doc in (
-            ("helios_restore_state_write_errors_total", status.write_errors,
-             "Failed writes of the restore state file (disk full, read-only...)."),
-            ("helios_restore_state_corrupt_total", status.corrupt_files,
-             "State files found unusable at start and moved aside."),
-            ("helios_restore_state_read_errors_total", status.read_errors,
-             "State files that could not be read at start (I/O error; left in place)."),
+        for name, value in (
+            ("helios_restore_state_write_errors_total", status.write_errors),
+            ("helios_restore_state_corrupt_total", status.corrupt_files),
+            ("helios_restore_state_read_errors_total", status.read_errors),
         ):
-            m = counter(name, doc)
+            m = counter(name)
             m.add_metric([], value)
             yield m
-        events = counter("helios_restore_events_total",
-                         "Events received on POST /restore/events by event and result.",
-                         ["event", "result"])
+        events = counter("helios_restore_events_total")
         closed = [(event, result) for event in EVENT_KINDS for result in EVENT_RESULTS]
         for (event, result), value in zero_filled(closed, status.events):
             events.add_metric([event, result], value)
         yield events
 
     def _open_window(self, window: Window) -> Iterator[Metric]:
-        start = gauge("helios_restore_window_start_timestamp_seconds",
-                      "Start of the open restore window (unix seconds).")
+        start = gauge("helios_restore_window_start_timestamp_seconds")
         start.add_metric([], window.start)
         yield start
-        deadline = gauge("helios_restore_deadline_timestamp_seconds",
-                         "Deadlines of the open window: start + request cutoff, start + "
-                         "restore bound (unix seconds).", ["bound"])
+        deadline = gauge("helios_restore_deadline_timestamp_seconds")
         deadline.add_metric(["request_cutoff"], window.deadline(self._bounds, "request_cutoff"))
         deadline.add_metric(["restore"], window.deadline(self._bounds, "restore"))
         yield deadline
-        cause = gauge("helios_restore_window_cause", "What opened the window, one-hot.",
-                      ["cause"])
+        cause = gauge("helios_restore_window_cause")
         for c in CAUSES:
             cause.add_metric([c], 1.0 if window.cause == c else 0.0)
         yield cause
         inflight = window.incumbent_inflight()
         if inflight is not None:
-            g = gauge("helios_restore_incumbent_inflight_requests",
-                      "Snapshot admission.inflight_requests of the incumbent as last seen while "
-                      "it was up; 0 once it went away or another generation answered (the "
-                      "restored engine's requests never count).")
+            g = gauge("helios_restore_incumbent_inflight_requests")
             g.add_metric([], inflight)
             yield g
 
 
 def _last_window(last: LastWindow) -> Iterator[Metric]:
     if last.start is not None:
-        duration = gauge("helios_restore_last_window_duration_seconds",
-                         "Duration of the last closed or aborted restore window.")
+        duration = gauge("helios_restore_last_window_duration_seconds")
         duration.add_metric([], last.end - last.start)
         yield duration
-        start = gauge("helios_restore_last_window_start_timestamp_seconds",
-                      "Start of the last window (unix seconds); absent for a restore that "
-                      "happened while the sidecar was down.")
+        start = gauge("helios_restore_last_window_start_timestamp_seconds")
         start.add_metric([], last.start)
         yield start
-    end = gauge("helios_restore_last_window_end_timestamp_seconds",
-                "Time of record of the last window's end (unix seconds): the observation or "
-                "event that closed it, the abort, or the first look at a restore nobody watched.")
+    end = gauge("helios_restore_last_window_end_timestamp_seconds")
     end.add_metric([], last.end)
     yield end
-    outcome = gauge("helios_restore_last_window_outcome",
-                    "Outcome of the last window, one-hot: in_time, late, aborted, or unobserved "
-                    "(the evidence proves neither in_time nor late).", ["outcome"])
+    outcome = gauge("helios_restore_last_window_outcome")
     for o in OUTCOMES:
         outcome.add_metric([o], 1.0 if last.outcome == o else 0.0)
     yield outcome
-    restored = gauge("helios_restore_last_window_restored",
-                     "1 when the last window closed with a restored engine, whose checks were "
-                     "judged; 0 when nothing was restored (the incumbent's own incarnation "
-                     "admitted again: it never restarted, the checks before stand) or it was "
-                     "aborted.")
+    restored = gauge("helios_restore_last_window_restored")
     restored.add_metric([], 0.0 if last.nothing_restored or last.outcome == "aborted" else 1.0)
     yield restored
     if last.lost is not None:
-        lost = gauge("helios_restore_last_window_lost_requests",
-                     "Incumbent requests in flight when it went away or past the request "
-                     "cutoff, in the last window.")
+        lost = gauge("helios_restore_last_window_lost_requests")
         lost.add_metric([], last.lost)
         yield lost

@@ -91,14 +91,14 @@ def test_config_errors_are_reported_together(root: Path, tmp_path: Path) -> None
     broken = (
         config.replace("window_memory: 3h", "window_memory: 1h")
         .replace("at_risk_margin: 15m", "at_risk_margin: soon")
-        .replace("  HeliosGpuLost: 1m\n", "")
+        + "for:\n  HeliosGpuLsot: 1m\n"
     )
     (tmp_path / "config.yaml").write_text(broken, encoding="utf-8")
     result = _run(root, "--check", "--config", str(tmp_path / "config.yaml"))
     assert result.returncode == 2
     assert "window_memory: must exceed the 90-minute restore bound" in result.stderr
     assert "restore.at_risk_margin: expected a duration" in result.stderr
-    assert "missing alerts ['HeliosGpuLost']" in result.stderr
+    assert "for: unknown alerts ['HeliosGpuLsot']" in result.stderr
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("15m", 900), ("1h30m", 5400)])
@@ -112,8 +112,7 @@ def test_durations(generate: Any, text: str, seconds: int) -> None:
 def test_snapshot_for_must_stay_below_the_down_grace(root: Path, tmp_path: Path) -> None:
     """After --down-grace the sidecar opens a window and HeliosEngineSnapshotFailing is silenced."""
     config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
-    changed = config.replace("HeliosEngineSnapshotFailing: 30s", "HeliosEngineSnapshotFailing: 1m")
-    assert changed != config
+    changed = config + "for:\n  HeliosEngineSnapshotFailing: 1m\n"
     (tmp_path / "config.yaml").write_text(changed, encoding="utf-8")
     result = _run(root, "--check", "--config", str(tmp_path / "config.yaml"))
     assert result.returncode == 2
@@ -132,14 +131,39 @@ def test_down_grace_matches_the_sidecar_default(root: Path, generate: Any) -> No
     assert config.for_["HeliosEngineSnapshotFailing"].seconds < config.down_grace.seconds
 
 
-def test_each_group_module_builds_the_alerts_it_names(root: Path, generate: Any) -> None:
-    """A group's NAMES (what the config's `for:` must cover) are the alerts it builds, in order."""
+def test_each_alert_is_declared_once_with_its_for(root: Path, generate: Any) -> None:
+    """One declaration per alert, in one group module; its `for:` is the one rendered unless
+    alerts/config.yaml overrides it."""
     from alerts.groups import ALERT_GROUPS
 
     config = generate.load_config(root / "alerts/config.yaml")
-    for group in ALERT_GROUPS:
-        assert [a.name for a in group.alerts(config)] == list(group.NAMES), group.__name__
-    assert len(set(generate.ALERT_NAMES)) == len(generate.ALERT_NAMES)
+    names = [a.name for group in ALERT_GROUPS for a in group.alerts(config)]
+    assert len(names) == len(set(names))
+    for alert in generate.alerts(config):
+        assert str(config.for_[alert.name]) == alert.for_, alert.name
+
+
+def test_a_for_override_replaces_the_declared_one(root: Path, tmp_path: Path, generate: Any) -> None:
+    config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
+    (tmp_path / "config.yaml").write_text(config + "for:\n  HeliosGpuLost: 7m\n", encoding="utf-8")
+    changed = generate.load_config(tmp_path / "config.yaml")
+    assert str(changed.for_["HeliosGpuLost"]) == "7m"
+    rule = next(a.rule(changed) for a in generate.alerts(changed) if a.name == "HeliosGpuLost")
+    assert rule["for"] == "7m"
+    assert str(changed.for_["HeliosGpuPowerAtLimit"]) == "15m"  # the others as declared
+
+
+def test_the_for_placeholder_is_the_rendered_for(root: Path, tmp_path: Path, generate: Any) -> None:
+    """A description that names its own `for:` shows the one in force, never the placeholder."""
+    from alerts.rules import FOR
+
+    config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
+    (tmp_path / "config.yaml").write_text(config + "for:\n  HeliosExporterDown: 9m\n",
+                                          encoding="utf-8")
+    changed = generate.load_config(tmp_path / "config.yaml")
+    text = generate.render_alerts(changed)
+    assert FOR not in text
+    assert "for 9m{{ if not $labels.instance }}" in text
 
 
 def test_restore_bound_comes_from_the_sidecar(generate: Any) -> None:

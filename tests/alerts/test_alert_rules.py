@@ -11,32 +11,14 @@ from typing import Any
 import pytest
 import yaml
 
-# The interface's fixed alert names and severities (docs/interface.md).
-CONTRACT_ALERTS = {
-    "HeliosRequestCutoffBreached": "critical",
-    "HeliosRestoreBoundAtRisk": "warning",
-    "HeliosRestoreBoundBreached": "critical",
-    "HeliosRestoreCheckFailed": "critical",
-    "HeliosExporterDown": "warning",
-    "HeliosEngineSnapshotFailing": "warning",
-    "HeliosExporterCollectorFailing": "warning",
-    "HeliosExporterWebConfigReloadFailed": "warning",
-    "HeliosOffloadRowPressureWithPageHeadroom": "info",
-    "HeliosOffloadHostTierNoReuse": "info",
-    "HeliosGpuLost": "critical",
-    "HeliosGpuPowerAtLimit": "warning",
-    "HeliosEnginePinMismatch": "critical",
-    "HeliosEngineRestartedOutsideWindow": "warning",
-    "HeliosOffloadGeometryInconsistent": "warning",
-    "HeliosExporterCertificateExpiring": "warning",
-    "HeliosExporterCertificateExpiryImminent": "critical",
-}
-# Extra alerts beyond the interface, each with a reason in docs/alerts.md.
-EXTRA_ALERTS = {
-    "HeliosRestoreWindowOpen": "info",
-    "HeliosRestoreWindowClosed": "notice",
-    "HeliosRestoreWindowForgotten": "notice",
-}
+from alerts import groups
+from alerts.generate import load_config
+from alerts.rules import Alert
+
+# Every alert as declared (alerts/groups/): the interface's are those it promises.
+DECLARED: dict[str, Alert] = {a.name: a for a in groups.alerts(load_config())}
+CONTRACT_ALERTS = {n: a.severity for n, a in DECLARED.items() if a.promised is not None}
+EXTRA_ALERTS = {n: a.severity for n, a in DECLARED.items() if a.promised is None}
 
 RESTORE_ALERTS = (
     "HeliosRequestCutoffBreached",
@@ -125,12 +107,18 @@ def test_every_alert_has_a_firing_and_a_silent_unit_test(
         for test in _load(path)["tests"]:
             for case in test.get("alert_rule_test", []):
                 (firing if case.get("exp_alerts") else silent).add(case["alertname"])
-    assert set(alert_rules) - firing == set(), "alerts without a firing promtool test"
-    assert set(alert_rules) - silent == set(), "alerts without a silent promtool test"
-    assert firing | silent <= set(alert_rules), "promtool tests name unknown alerts"
+    assert set(DECLARED) - firing == set(), "alerts without a firing promtool test"
+    assert set(DECLARED) - silent == set(), "alerts without a silent promtool test"
+    assert firing | silent <= set(DECLARED), "promtool tests name undeclared alerts"
 
 
-def test_alert_names_and_severities_match_the_contract(
+def test_every_declared_alert_has_exactly_one_runbook(root: Path) -> None:
+    """docs/runbooks/ holds one runbook per declared alert, and none for an alert not declared."""
+    runbooks = sorted(p.stem for p in (root / "docs/runbooks").glob("*.md"))
+    assert runbooks == sorted(DECLARED)
+
+
+def test_alert_names_and_severities_match_the_declarations(
     alert_rules: dict[str, dict[str, Any]],
 ) -> None:
     got = {name: rule["labels"]["severity"] for name, rule in alert_rules.items()}

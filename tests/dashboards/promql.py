@@ -1,5 +1,6 @@
 """Helpers for the dashboard tests: walk dashboard JSON, substitute Grafana variables, pull
-metric names out of PromQL, and list the metric names the project defines."""
+metric names out of PromQL, and list the metric names the project defines (the metric catalogue
+and the recording rules)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,14 @@ from typing import Any
 
 import yaml
 
+from exporter import catalogue
+
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD_DIR = ROOT / "dashboards"
 DASHBOARD_FILES = ("helios-restore.json", "helios-offload.json", "helios-gpu.json")
 
 # Series Prometheus itself adds to every target; not defined by the sidecar.
 PROMETHEUS_SERIES = frozenset({"up"})
-# Wildcard families whose members are not listed one by one: the engine pass-through re-exports
-# whatever the engine's allow-listed families are called. Every other name must be listed exactly.
-OPEN_FAMILIES = ("helios_engine_native_",)
 
 GRAFANA_BUILTINS = frozenset({"__rate_interval", "__interval", "__interval_ms", "__range",
                               "__range_s", "__range_ms", "__dashboard", "__from", "__to"})
@@ -138,43 +138,6 @@ def all_expressions(dashboard: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 
 # -- the names the project defines ------------------------------------------------------------
 
-_BACKTICKED = re.compile(r"`([^`]+)`")
-_FULL_NAME = re.compile(r"^[a-z][a-z0-9_]*\*?$")
-
-
-def documented_metrics(markdown: str) -> tuple[set[str], set[str]]:
-    """(names, wildcard prefixes) from the first column of every metrics table in a markdown file.
-
-    A cell may abbreviate: `helios_offload_slab_capacity` / `_slab_free` means
-    helios_offload_slab_free (the abbreviation keeps the first name's `helios_<subsystem>`).
-    """
-    names: set[str] = set()
-    wildcards: set[str] = set()
-    in_table = False
-    for line in markdown.splitlines():
-        if not line.startswith("|"):
-            in_table = False
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if not in_table:
-            in_table = True
-            metric_table = cells[0].lower() == "metric"
-            continue
-        if not metric_table:
-            continue
-        stem = ""
-        for token in _BACKTICKED.findall(cells[0]):
-            if token.startswith("_") and stem:
-                names.add(stem + token)
-            elif _FULL_NAME.match(token):
-                if token.endswith("*"):
-                    wildcards.add(token.rstrip("*"))
-                else:
-                    names.add(token)
-                stem = "_".join(token.split("_")[:2])
-    return names, wildcards
-
-
 def recording_rules(alerts_dir: Path = ROOT / "alerts") -> set[str]:
     names: set[str] = set()
     for path in sorted(alerts_dir.glob("*.yaml")):
@@ -199,11 +162,8 @@ class KnownMetrics:
 
 
 def known_metrics(root: Path = ROOT) -> KnownMetrics:
-    names: set[str] = set(PROMETHEUS_SERIES)
-    wildcards: set[str] = set()
-    for doc in (root / "README.md", root / "docs" / "gpu.md"):
-        found, prefixes = documented_metrics(doc.read_text(encoding="utf-8"))
-        names |= found
-        wildcards |= prefixes
+    """The metric catalogue's families (an open row, such as the engine pass-through's
+    `helios_engine_native_<name>`, by its prefix), the recording rules, and Prometheus' `up`."""
+    names = set(PROMETHEUS_SERIES) | {f.name for f in catalogue.FAMILIES if not f.open}
     names |= recording_rules(root / "alerts")
-    return KnownMetrics(frozenset(names), tuple(p for p in OPEN_FAMILIES if p in wildcards))
+    return KnownMetrics(frozenset(names), tuple(f.prefix for f in catalogue.FAMILIES if f.open))

@@ -1,5 +1,5 @@
-"""Every metric a dashboard query names is one the sidecar exports (README metrics table,
-docs/gpu.md) or a recording rule in alerts/ defines."""
+"""Every metric a dashboard query names is one the sidecar exports (the metric catalogue,
+exporter/catalogue/) or a recording rule in alerts/ defines."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 from tests.dashboards.promql import (
     DASHBOARD_FILES,
     all_expressions,
-    documented_metrics,
     known_metrics,
     metric_names,
     variable_query_expr,
@@ -35,35 +34,21 @@ def test_every_queried_metric_is_exported_or_recorded(dashboards: dict[str, Any]
 
 def test_known_metrics_come_from_every_source() -> None:
     known = known_metrics()
-    # README table, with its abbreviated cells expanded
+    # the catalogue
     assert "helios_offload_slab_capacity" in known
     assert "helios_offload_slab_record_bytes" in known
     assert "helios_exporter_source_last_success_timestamp_seconds" in known
     assert "helios_restore_phase" in known
-    # docs/gpu.md
     assert "helios_gpu_throttle_reason_active" in known
     assert "helios_gpu_rank_info" in known
     # recording rules
     assert "helios:restore_deadline_time_left:seconds" in known
     # Prometheus' own
     assert "up" in known
-    # a wildcard row does not make every name of its family known
+    # a name the catalogue lacks is unknown, also beside a family of similar names
     assert "helios_gpu_typo_watts" not in known
     assert "helios_offload_slab_fre" not in known
     assert "helios_engine_native_prompt_tokens_total" in known  # engine pass-through is open
-
-
-def test_documented_metrics_parses_tables_and_abbreviations() -> None:
-    markdown = "\n".join([
-        "| path | what |", "| --- | --- |", "| `/metrics` | x |", "",
-        "| metric | type |", "| --- | --- |",
-        "| `helios_a_b_total` / `_c_total` / `_d` | counter |",
-        "| `helios_gpu_*` | |",
-        "| `helios_x_y` | gauge with `label` in a later cell |",
-    ])
-    names, wildcards = documented_metrics(markdown)
-    assert names == {"helios_a_b_total", "helios_a_c_total", "helios_a_d", "helios_x_y"}
-    assert wildcards == {"helios_gpu_"}
 
 
 @pytest.mark.parametrize(("expr", "expected"), [

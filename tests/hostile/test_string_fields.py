@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from exporter.derive import miss_counts
-from exporter.labels import MISS_REASONS, ErrorReason
+from exporter.labels import MISS_REASONS, ErrorReason, miss_counts
 from exporter.snapshot import SnapshotError, parse_snapshot
 from tests.hostile.cases import INJECT, MARK
 from tests.hostile.stub import sane_snapshot

@@ -1,0 +1,127 @@
+"""One row of the metric catalogue: everything said about a family, in one place."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from exporter.snapshot import Offload
+
+Type = Literal["gauge", "counter"]
+# What a snapshot row reads: {label values after `generation`: value}; None when the family is
+# absent from this snapshot (an empty mapping renders the family without samples).
+Samples = Mapping[tuple[str, ...], float]
+Reader = Callable[["Offload"], Samples | None]
+# Base units (STYLE.md): a name that ends in one (before `_total`) declares it as its unit.
+BASE_UNITS = ("seconds", "bytes", "ratio", "watts", "joules", "celsius", "hertz")
+
+
+@dataclass(frozen=True)
+class Promise:
+    """Where docs/interface.md promises the family, and the interface version that added it."""
+
+    section: str  # "4.1": the table of that section lists it
+    since: int = 1
+
+
+@dataclass(frozen=True)
+class Family:
+    """A metric family the sidecar exports.
+
+    `name` is the name as scraped (a counter's with `_total`); an open row (`<name>` or `*` in it)
+    stands for families named by someone else: the engine's allow-listed families, client_python's
+    standard `process_*`. `help` is the HELP line (None: the library's own); `source` says in
+    markdown where the value comes from or how it is derived, and for a promised family what the
+    interface promises (docs/interface.md section 4 and the README are generated from it); the
+    field's path when it says nothing more.
+    `field`: a family read from the snapshot's `offload` section, as a field path whose `<label>`
+    parts are label values, each from its closed set in `values` (keys outside it are skipped);
+    the offload collector renders such a row and exporter.derive watches its counters for
+    regressions. `read` replaces the path reader where a field needs more (misses mapped onto
+    their reasons).
+    """
+
+    name: str
+    type: Type | None  # None: an open row, whatever the families' owner declares
+    labels: tuple[str, ...]
+    unit: str  # what one of the value counts: a base unit, or a noun ("" for a 0/1 state); an
+    # open row's says whose types and units its families have
+    _: dataclasses.KW_ONLY
+    help: str | None
+    collector: str  # exporter.labels.COLLECTORS, or "registry" (exporter/registry.py itself)
+    source: str = ""  # default: the field, as code
+    promised: Promise | None = None
+    labels_doc: str = ""  # the labels as the docs show them; default: names and closed sets
+    field: str | None = None
+    values: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    read: Reader | None = None
+
+    @property
+    def open(self) -> bool:
+        return "<" in self.name or "*" in self.name
+
+    @property
+    def prefix(self) -> str:
+        """What every family an open row stands for starts with (the name itself otherwise)."""
+        return self.name.split("<")[0].split("*")[0]
+
+    @property
+    def labels_text(self) -> str:
+        return self.labels_doc or ", ".join(
+            f"{label}={'|'.join(self.values[label])}" if label in self.values else label
+            for label in self.labels)
+
+    @property
+    def source_text(self) -> str:
+        return self.source or f"`{self.field}`"
+
+    def reader(self) -> Reader | None:
+        """How the row reads the snapshot: `read`, or its field's path; None if it does not."""
+        if self.read is not None or self.field is None:
+            return self.read
+        return path_reader(self.field, self.values)
+
+    def counter_key(self, values: tuple[str, ...]) -> str:
+        """The field path of one sample of a snapshot row, without `offload.`, e.g.
+        `evictions.row.attempts` (the keys of exporter.derive.offload_counters)."""
+        assert self.field is not None, self.name
+        path = self.field.removeprefix("offload.")
+        for label, value in zip(self.labels[1:], values, strict=True):
+            path = path.replace(f"<{label}>", value)
+        return path
+
+
+Rows = tuple[Family, ...]
+
+
+def path_reader(field: str, values: Mapping[str, tuple[str, ...]]) -> Reader:
+    """A reader of `field` (`offload.evictions.<pressure>.attempts`) in the validated snapshot:
+    one sample per number found, labelled by the keys where the path has `<label>` (in the
+    snapshot's order, those of the label's closed set only); None when there is none."""
+    parts = field.removeprefix("offload.").split(".")
+
+    def walk(node: Any, i: int, key: tuple[str, ...], out: dict[tuple[str, ...], float]) -> None:
+        if i == len(parts):
+            if isinstance(node, int | float) and not isinstance(node, bool):
+                out[key] = node
+            return
+        if not isinstance(node, Mapping):
+            return
+        part = parts[i]
+        if part.startswith("<"):
+            closed = values[part[1:-1]]
+            for name, child in node.items():
+                if name in closed:
+                    walk(child, i + 1, (*key, name), out)
+        elif part in node:
+            walk(node[part], i + 1, key, out)
+
+    def read(off: Offload) -> Samples | None:
+        out: dict[tuple[str, ...], float] = {}
+        walk(off.fields, 0, (), out)
+        return out or None
+
+    return read

@@ -1,0 +1,126 @@
+"""Families of the offload collector: the engine's identity and the offload tier, from the snapshot.
+
+A row with a `field` under `offload` is read from the snapshot by that path (model.path_reader):
+the offload collector renders it and exporter.derive checks its counters for regressions, so a
+new field of the schema is one row here.
+"""
+
+from __future__ import annotations
+
+from exporter.catalogue.model import Family, Promise, Rows, Samples
+from exporter.labels import EVICTION_OUTCOMES, PRESSURES, SLAB_KINDS, miss_counts
+from exporter.snapshot import Offload
+
+G = "generation"
+OFFLOAD = Promise("4.1")
+ENGINE = Promise("4.2")
+
+
+def _outcomes(off: Offload) -> Samples | None:
+    if not off.evictions:
+        return None
+    return {(pressure, outcome): ev.outcomes[outcome] for pressure, ev in off.evictions.items()
+            for outcome in EVICTION_OUTCOMES if outcome in ev.outcomes}
+
+
+FAMILIES: Rows = (
+    Family("helios_engine_up", "gauge", (), "", help="1 when the latest poll of the engine "
+           "snapshot succeeded.", collector="offload", promised=ENGINE,
+           source="1 when the latest snapshot poll succeeded, 0 when it failed; absent until the "
+           "first poll finished (unknown is not down)"),
+    Family("helios_monitoring_generation_info", "gauge", (G, "image_digest", "container_id",
+           "package", "checkpoint"), "", help="Engine incarnation being monitored (snapshot "
+           "generation and identity); always 1.", collector="offload", promised=ENGINE,
+           source="always 1: who the current incarnation is (`generation`, `identity`)"),
+    Family("helios_monitoring_generation_start_timestamp_seconds", "gauge", (G,), "unix seconds",
+           help="Snapshot started_at: when this engine incarnation started (unix seconds).",
+           collector="offload", promised=ENGINE, source="`started_at`"),
+    Family("helios_engine_ranks", "gauge", (G,), "ranks", help="Number of entries in the "
+           "snapshot's ranks (2 for TP2).", collector="offload", promised=Promise("4.2", 2),
+           source="the number of entries in `ranks` (2 for TP2)"),
+    Family("helios_engine_admission_open", "gauge", (G,), "", help="1 when snapshot "
+           "admission.state is open, else 0 (draining or closed).", collector="offload",
+           promised=ENGINE, source="1 while `admission.state` is `open`"),
+    Family("helios_engine_inflight_requests", "gauge", (G,), "requests", help="Snapshot "
+           "admission.inflight_requests; during a restore window, the last value seen before "
+           "the engine went away.", collector="offload", promised=ENGINE,
+           source="`admission.inflight_requests` (during a restore window, the last value seen "
+           "before the engine went away)"),
+    # The offload tier, in exposition order.
+    Family("helios_offload_slab_capacity", "gauge", (G, "kind"), "records", help="Snapshot "
+           "offload.slabs.<kind>.capacity: records the slab holds.", collector="offload",
+           promised=OFFLOAD, values={"kind": SLAB_KINDS}, field="offload.slabs.<kind>.capacity"),
+    Family("helios_offload_slab_free", "gauge", (G, "kind"), "records", help="Snapshot "
+           "offload.slabs.<kind>.free: records free now.", collector="offload", promised=OFFLOAD,
+           values={"kind": SLAB_KINDS}, field="offload.slabs.<kind>.free"),
+    Family("helios_offload_slab_record_bytes", "gauge", (G, "kind"), "bytes", help="Snapshot "
+           "offload.slabs.<kind>.record_bytes: bytes per record.", collector="offload",
+           promised=OFFLOAD, values={"kind": SLAB_KINDS}, field="offload.slabs.<kind>.record_bytes"),
+    Family("helios_offload_budget_bytes", "gauge", (G,), "bytes", help="Snapshot "
+           "offload.budget_bytes: host bytes carved into rows and pages.", collector="offload",
+           promised=OFFLOAD, field="offload.budget_bytes"),
+    Family("helios_offload_resident_records", "gauge", (G,), "records", help="Snapshot "
+           "offload.resident.records: records resident in the host tier.", collector="offload",
+           promised=OFFLOAD, field="offload.resident.records"),
+    Family("helios_offload_resident_bytes", "gauge", (G,), "bytes", help="Snapshot "
+           "offload.resident.bytes: bytes resident in the host tier.", collector="offload",
+           promised=OFFLOAD, field="offload.resident.bytes"),
+    Family("helios_offload_eviction_attempts_total", "counter", (G, "pressure"), "attempts",
+           help="Snapshot offload.evictions.<pressure>.attempts: eviction requests made under "
+           "row or page pressure.", collector="offload", promised=OFFLOAD,
+           values={"pressure": PRESSURES}, field="offload.evictions.<pressure>.attempts"),
+    Family("helios_offload_eviction_outcomes_total", "counter", (G, "pressure", "outcome"),
+           "attempts", help="Snapshot offload.evictions.<pressure>.<outcome>: how attempts "
+           "ended.", collector="offload", promised=OFFLOAD,
+           values={"pressure": PRESSURES, "outcome": EVICTION_OUTCOMES},
+           field="offload.evictions.<pressure>.<outcome>", read=_outcomes),
+    Family("helios_offload_retired_leaves_total", "counter", (G, "kind"), "records",
+           help="Snapshot offload.retired_leaves.<kind>: rows/pages freed by retiring leaves.",
+           collector="offload", promised=OFFLOAD, values={"kind": SLAB_KINDS},
+           field="offload.retired_leaves.<kind>"),
+    Family("helios_offload_ancestor_compactions_total", "counter", (G,), "rows",
+           help="Snapshot offload.ancestor_row_compactions: single-child ancestor rows "
+           "compacted.", collector="offload", promised=OFFLOAD,
+           field="offload.ancestor_row_compactions"),
+    Family("helios_offload_lookups_total", "counter", (G,), "lookups",
+           help="Snapshot offload.lookups.total.", collector="offload", promised=OFFLOAD,
+           field="offload.lookups.total"),
+    Family("helios_offload_lookup_hits_total", "counter", (G,), "lookups",
+           help="Snapshot offload.lookups.hits.", collector="offload", promised=OFFLOAD,
+           field="offload.lookups.hits"),
+    Family("helios_offload_lookup_misses_total", "counter", (G, "reason"), "lookups",
+           help="Snapshot offload.lookups.misses, keys mapped onto a closed reason set (text "
+           "before the first ':'; unknown keys become other).", collector="offload",
+           promised=OFFLOAD, labels_doc="generation, reason (section 1.1's closed set and "
+           "`other`)", field="offload.lookups.misses.<reason>",
+           read=lambda o: None if o.lookups is None or o.lookups.misses is None else {
+               (reason,): n for reason, n in miss_counts(o.lookups.misses).items()},
+           source="`offload.lookups.misses`, each key mapped onto its reason (the text before "
+           "the first `:`; an unknown one is `other`)"),
+    Family("helios_offload_geometry_consistent", "gauge", (G,), "", help="1 when the snapshot's "
+           "offload arithmetic holds: slabs' capacity x record_bytes within budget_bytes, "
+           "resident.bytes within budget_bytes, lookups hits + misses within lookups.total, and "
+           "with --expect-layout each slab's record_bytes as the layout derives it (the rules "
+           "checked are those whose fields the snapshot has; /status names a failed one).",
+           collector="offload", promised=Promise("4.1", 2),
+           source="derived: 1 while the snapshot's byte arithmetic holds: row and page capacity "
+           "times record bytes together within `budget_bytes`, resident bytes within the budget, "
+           "hits plus misses not above lookups, and *(v3)* with `--expect-layout` each slab's "
+           "record bytes as the layout derives them; 0 otherwise (`/status` says which rule "
+           "failed)"),
+    Family("helios_offload_host_stores_total", "counter", (G,), "stores",
+           help="Snapshot offload.host.stores.", collector="offload", promised=OFFLOAD,
+           field="offload.host.stores"),
+    Family("helios_offload_host_tokens_restored_total", "counter", (G,), "tokens",
+           help="Snapshot offload.host.tokens_restored: tokens restored from the host tier.",
+           collector="offload", promised=OFFLOAD, field="offload.host.tokens_restored"),
+    Family("helios_offload_prompt_tokens_reused_total", "counter", (G,), "tokens",
+           help="Snapshot offload.host.prompt_tokens_reused.", collector="offload",
+           promised=OFFLOAD, field="offload.host.prompt_tokens_reused"),
+    Family("helios_offload_row_pressure_with_page_headroom_total", "counter", (G,), "attempts",
+           help="Row-pressure eviction attempts (offload.evictions.row.attempts deltas between "
+           "polls) seen while the page slab had at least 25% free at both polls.",
+           collector="offload", promised=OFFLOAD,
+           source="derived: row-pressure eviction attempts between two polls while at least 25% "
+           "of the page slab was free at both, the counter evidence an allocator change needs"),
+)
