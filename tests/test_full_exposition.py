@@ -57,7 +57,7 @@ def full_exposition(tmp_path: Path) -> bytes:
     state_dir = tmp_path / "state"
     state_dir.mkdir()
     shutil.copy(INPUTS / "restore-state.json", state_dir / STATE_FILE)
-    engine = StubEngine(contract_example(), (REAL / "sglang_production_metrics.prom").read_text())
+    engine = StubEngine(contract_example(3), (REAL / "sglang_production_metrics.prom").read_text())
     config = Config(engine_url="http://engine.invalid", state_dir=state_dir, no_nvml=False)
     sidecar = build(
         config, transport=httpx.MockTransport(engine), clock=lambda: NOW, timer=lambda: 0.0,
