@@ -73,6 +73,10 @@ class _Usage(ValueError):
 def _run(args: argparse.Namespace) -> int:
     if not args.partitions and (args.evidence or args.phase):
         raise _Usage("--evidence and --phase go with --partitions")
+    if not args.partitions and args.fractions is not parts.DEFAULT_FRACTIONS:
+        # Given (on the command line or in the environment): a new tuple, never the default's.
+        raise _Usage("--fractions lists the partitions of --partitions: give --partitions too, "
+                     "or --row-fraction for one partition")
     if args.phase and not args.evidence:
         raise _Usage("--phase names a phase of --evidence: give the file too")
     layout = lay.load(args.layout)

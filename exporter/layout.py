@@ -41,6 +41,7 @@ CHECKS: Final = (
     "name",  # name: 1-128 printable characters
     "integer",  # a count that is not a JSON integer (3.0, "3" and true are not)
     "positive",  # a count below 1
+    "alignment",  # limits.alignment not a power of two (host pages and DMA alignments are)
     "tp_partition",  # heads or channels not divisible by tp
     "overflow",  # a byte count beyond a signed 64-bit integer
     "budget",  # the budget is not 1 to 2^63 - 1 bytes
@@ -159,7 +160,10 @@ def load(path: Path) -> Layout:
         raise LayoutError([Problem("file", f"{path}: cannot read it: "
                                            f"{exc.strerror or exc}")]) from None
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise LayoutError([Problem("json", f"{path}: {exc} is given twice (which one counts "
+                                           "would be a guess)")]) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise LayoutError([Problem("json", f"{path}: not JSON ({exc})")]) from None
     try:
@@ -167,6 +171,19 @@ def load(path: Path) -> Layout:
     except LayoutError as exc:
         raise LayoutError([Problem(p.check, f"{path}: {p.message}") for p in exc.problems]) \
             from None
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(json.dumps(key)[:80])
+        out[key] = value
+    return out
 
 
 def parse(doc: Any) -> Layout:
@@ -203,6 +220,10 @@ def parse(doc: Any) -> Layout:
                      for key in raw if key not in fields]
         sections[section] = {key: _count(f"{section}.{key}", raw, problems, key)
                              for key in fields}
+    align = sections.get("limits", {}).get("alignment", 0)
+    if align > 0 and align & (align - 1):
+        problems.append(Problem("alignment", f"limits.alignment: must be a power of two "
+                                             f"(4096, 2097152, ...), got {align}"))
     if problems:
         raise LayoutError(problems)
     return Layout(name=str(name), tp=counts["tp"], block_tokens=counts["block_tokens"],

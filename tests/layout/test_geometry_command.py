@@ -103,6 +103,12 @@ def test_bad_options_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
         assert exc.value.code == 2
     code, _, err = geometry(capsys, "--layout", str(SEED), "--evidence", "e.json")
     assert code == 2 and "--evidence and --phase go with --partitions" in err
+    # Fractions without --partitions would be ignored: said instead.
+    code, out, err = geometry(capsys, "--layout", str(SEED), "--fractions", "0.2,0.3")
+    assert code == 2 and out == "" and "give --partitions too" in err
+    code, out, _ = geometry(capsys, "--layout", str(SEED), "--fractions", "0.2,0.3",
+                            "--partitions")
+    assert code == 0 and "0.2" in out
 
 
 # -- partitions ---------------------------------------------------------------------------------

@@ -180,6 +180,28 @@ def test_messages_differ_between_checks() -> None:
     assert set(lay.CHECKS) >= {p.check for p in found}
 
 
+@pytest.mark.parametrize("alignment", [3, 4095, 6144, 1000])
+def test_an_alignment_that_is_not_a_power_of_two_is_refused(alignment: int) -> None:
+    found = only(edited("limits.alignment", alignment))
+    assert found.check == "alignment" and str(alignment) in found.message
+
+
+@pytest.mark.parametrize("alignment", [1, 2, 4096, 2 ** 21])
+def test_a_power_of_two_alignment_is_taken(alignment: int) -> None:
+    assert problems(edited("limits.alignment", alignment)) == []
+
+
+def test_a_key_given_twice_is_refused(tmp_path: Path) -> None:
+    text = SEED.read_text().replace('"tp": 2,', '"tp": 2, "tp": 4,', 1)
+    assert text != SEED.read_text()
+    twice = tmp_path / "twice.json"
+    twice.write_text(text)
+    with pytest.raises(lay.LayoutError) as exc:
+        lay.load(twice)
+    (problem,) = exc.value.problems
+    assert problem.check == "json" and '"tp" is given twice' in problem.message
+
+
 def test_load_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
