@@ -29,9 +29,21 @@ MISS_REASONS: Final = (
 PHASE_NAME_PATTERN: Final = r"^[A-Za-z0-9._/-]{1,64}$"
 SOURCES: Final = ("engine_snapshot", "engine_metrics", "nvml", "host")
 ENGINE_PATHS: Final = ("snapshot", "metrics")  # what the sidecar requests from the engine
-# `helios_exporter_snapshot_fields_dropped_total{field}`: identity fields left out of a snapshot.
+# Snapshot v3's additions to `offload` (docs/snapshot.md, "Schema v3").
+STORE_OUTCOMES: Final = ("stored", "dropped_full", "dropped_ineligible", "failed")
+EVICTED_BY: Final = ("row", "page", "ancestor_compaction")
+TOKEN_SOURCES: Final = ("computed", "gpu_prefix", "host_restored")
+# `helios_exporter_snapshot_fields_dropped_total{field}`: identity fields left out of a snapshot
+# (always exported), and v3 sections left out because they broke the schema or a histogram rule
+# (exported once one was: docs/interface.md section 4.5).
 IDENTITY_FIELDS: Final = ("image_digest", "container_id", "package", "checkpoint")
 DROPPABLE_FIELDS: Final = tuple(f"identity.{k}" for k in IDENTITY_FIELDS)
+V3_SECTIONS: Final = (
+    "offload.host.store_outcomes", "offload.host.stored_bytes", "offload.host.restore_transfers",
+    *(f"offload.evictions.{p}.{h}" for p in PRESSURES for h in ("age_seconds", "idle_seconds")),
+    "offload.lookups.blocked_tokens", "offload.lookups.evicted_by", "offload.geometry",
+    "offload.prompt_tokens",
+)
 PINS: Final = ("image_digest", "package", "checkpoint", "ranks", "power_limit")
 GEOMETRY_RULES: Final = ("slabs_within_budget", "resident_within_budget", "lookups_accounted",
                          "record_bytes_match_layout")
@@ -90,8 +102,8 @@ class ErrorReason(StrEnum):
     HTTP_STATUS = "http_status"  # any non-2xx answer, redirects included
     TOO_LARGE = "too_large"  # body over --max-response-bytes
     DECODE = "decode"  # not UTF-8, not JSON, not exposition text
-    SCHEMA = "schema"  # valid JSON that breaks snapshot schema v1
-    UNSUPPORTED_VERSION = "unsupported_version"  # schema_version other than 1
+    SCHEMA = "schema"  # valid JSON that breaks the snapshot schema of its schema_version
+    UNSUPPORTED_VERSION = "unsupported_version"  # schema_version other than 1 and 3
     LIBRARY = "library"  # NVML shared library missing or failed to initialise
     DRIVER = "driver"  # an NVML call failed for the whole device list
     GPU_LOST = "gpu_lost"  # NVML reported a GPU fallen off the bus

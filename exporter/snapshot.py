@@ -1,14 +1,22 @@
-"""Snapshot v1 of the engine's host offload tier: JSON Schema validation and typed parsing.
+"""Snapshots (schema 1 and 3) of the engine's host offload tier: JSON Schema validation and
+typed parsing.
 
 `parse_snapshot(body)` either returns an immutable `Snapshot` or raises `SnapshotError` whose
 `path` names the offending field (`offload.slabs.row.free`). Unknown fields are ignored; a section
 the engine leaves out is `None` here, so its metrics stay absent rather than reading 0.
+
+Schema 3 is schema 1 with optional additions (labels.V3_SECTIONS). A v3 addition that breaks the
+schema, or a histogram whose buckets could not be a Prometheus histogram, is left out of the
+snapshot and named in `dropped_fields` (counted by the sidecar), rather than failing the whole
+snapshot: a failed snapshot reads as an unreachable engine. A schema 1 snapshot's v3 fields are
+unknown fields to it: ignored.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -20,7 +28,7 @@ from typing import Any, Literal
 
 import jsonschema
 
-from exporter.labels import IDENTITY_FIELDS, ErrorReason
+from exporter.labels import IDENTITY_FIELDS, V3_SECTIONS, ErrorReason
 
 AdmissionState = Literal["open", "draining", "closed"]
 
@@ -107,23 +115,30 @@ class Snapshot:
     ranks: tuple[Rank, ...] | None
     offload: Offload | None
     # Identity fields whose value cannot be a label value (pattern in the schema): left out,
-    # so the checks that need them are unknown, rather than the whole snapshot being rejected.
+    # so the checks that need them are unknown, rather than the whole snapshot being rejected;
+    # and v3 sections that broke the schema or a histogram rule, left out likewise.
     dropped_fields: tuple[str, ...] = ()
+    schema_version: int = 1
+
+
+SCHEMA_VERSIONS = (1, 3)  # what this sidecar reads (there is no 2)
 
 
 @cache
-def schema() -> dict[str, Any]:
-    """The JSON Schema of snapshot v1 shipped in the package."""
-    text = resources.files("exporter.schema").joinpath("snapshot-v1.schema.json").read_text()
-    loaded: dict[str, Any] = json.loads(text)
+def schema(version: int = 1) -> dict[str, Any]:
+    """The JSON Schema of snapshot `version` (1 or 3) shipped in the package."""
+    name = f"snapshot-v{version}.schema.json"
+    loaded: dict[str, Any] = json.loads(
+        resources.files("exporter.schema").joinpath(name).read_text())
     return loaded
 
 
 @cache
-def validator() -> jsonschema.Draft202012Validator:
+def validator(version: int = 1) -> jsonschema.Draft202012Validator:
     # The shipped schema keeps its `$defs` for readers; the validator gets them inlined, since
     # resolving a `$ref` costs more than checking what it points to (half of a poll's CPU).
-    return jsonschema.Draft202012Validator(_inline_refs(schema(), schema().get("$defs", {})))
+    shipped = schema(version)
+    return jsonschema.Draft202012Validator(_inline_refs(shipped, shipped.get("$defs", {})))
 
 
 def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
@@ -176,22 +191,111 @@ def parse_snapshot(body: bytes) -> Snapshot:
 
 
 def snapshot_from_obj(obj: Any) -> Snapshot:
-    if isinstance(obj, dict) and "schema_version" in obj and obj["schema_version"] != 1:
-        version = obj["schema_version"]
-        shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
-        raise SnapshotError(
-            ErrorReason.UNSUPPORTED_VERSION,
-            f"schema_version {shown} is not supported (this sidecar reads 1)",
-            "schema_version",
-        )
+    version = 1
+    if isinstance(obj, dict) and "schema_version" in obj:
+        raw = obj["schema_version"]
+        if isinstance(raw, bool) or raw not in SCHEMA_VERSIONS:
+            shown = raw if isinstance(raw, int) and not isinstance(raw, bool) else "?"
+            raise SnapshotError(
+                ErrorReason.UNSUPPORTED_VERSION,
+                f"schema_version {shown} is not supported (this sidecar reads 1 and 3)",
+                "schema_version",
+            )
+        version = int(raw)
     obj, dropped = _drop_unusable_identity(obj)
-    error = jsonschema.exceptions.best_match(validator().iter_errors(_check_misses(obj)))
+    valid = False
+    if version == 3:
+        obj, broken, valid = _drop_broken_additions(obj)
+        dropped += broken
+    else:
+        obj = _without(obj, _V3_PATHS)  # unknown fields to schema 1
+    error = None if valid else jsonschema.exceptions.best_match(
+        validator(version).iter_errors(_check_misses(obj)))
     if error is not None:
         # The message can echo input; keep it short, it goes to logs and /status only.
         raise SnapshotError(ErrorReason.SCHEMA, error.message[:200], _path(error.absolute_path))
     _check_anchored(obj)
-    snap = _build(obj)
+    snap = replace(_build(obj), schema_version=version)
     return replace(snap, dropped_fields=dropped) if dropped else snap
+
+
+# -- schema 3's additions -----------------------------------------------------------------------
+_V3_PATHS: tuple[tuple[str, ...], ...] = tuple(tuple(s.split(".")) for s in V3_SECTIONS)
+# Histogram additions: their count, sum and buckets keys (docs/snapshot.md, "Schema v3").
+_HISTOGRAM_KEYS: dict[tuple[str, ...], tuple[str, str, str]] = {
+    ("offload", "host", "restore_transfers"): ("count", "seconds_sum", "seconds_buckets")}
+for _p in _V3_PATHS:
+    if _p[-1] in ("age_seconds", "idle_seconds"):
+        _HISTOGRAM_KEYS[_p] = ("count", "sum", "buckets")
+
+
+def _get(obj: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(obj, dict) or part not in obj:
+            return None
+        obj = obj[part]
+    return obj
+
+
+def _without(obj: Any, paths: tuple[tuple[str, ...], ...]) -> Any:
+    """`obj` without the fields at `paths`, copying only the objects on the way to them."""
+    for path in paths:
+        obj = _remove(obj, path)
+    return obj
+
+
+def _remove(node: Any, path: tuple[str, ...]) -> Any:
+    if not isinstance(node, dict) or path[0] not in node:
+        return node
+    if len(path) == 1:
+        return {k: v for k, v in node.items() if k != path[0]}
+    return {**node, path[0]: _remove(node[path[0]], path[1:])}
+
+
+def _addition(path: tuple[Any, ...]) -> tuple[str, ...] | None:
+    """The v3 addition a schema error's path lies in; None when it lies outside every one."""
+    return next((p for p in _V3_PATHS if tuple(path[:len(p)]) == p), None)
+
+
+def _drop_broken_additions(obj: Any) -> tuple[Any, tuple[str, ...], bool]:
+    """`obj` without the v3 additions that break the schema or a histogram rule, their names, and
+    whether the schema held as it was (then it need not be checked again).
+
+    An error outside every addition is left for the caller's validation to report."""
+    if not isinstance(obj, dict):
+        return obj, (), False
+    broken: set[tuple[str, ...]] = set()
+    outside = False  # the snapshot itself is broken
+    for error in validator(3).iter_errors(_check_misses(obj)):
+        where = _addition(tuple(error.absolute_path))
+        if where is None:
+            outside = True
+        else:
+            broken.add(where)
+    if outside:
+        return _without(obj, tuple(broken)), (), False
+    valid = not broken
+    for path, keys in _HISTOGRAM_KEYS.items():
+        if path not in broken and (node := _get(obj, path)) is not None \
+                and histogram_problem(node, *keys):
+            broken.add(path)
+    ordered = tuple(p for p in _V3_PATHS if p in broken)
+    return _without(obj, ordered), tuple(".".join(p) for p in ordered), valid
+
+
+def histogram_problem(node: Mapping[str, Any], count_key: str, sum_key: str,
+                      buckets_key: str) -> str | None:
+    """Why a schema-valid histogram cannot be a Prometheus one; None when it can: bucket counts
+    that fall as the bound grows, `+Inf` other than the count, a sum without observations."""
+    buckets = sorted((float(le), n) for le, n in node[buckets_key].items())
+    counts = [n for _, n in buckets]
+    if any(b < a for a, b in itertools.pairwise(counts)):
+        return "bucket counts fall as the bound grows"
+    if node[buckets_key]["+Inf"] != node[count_key]:
+        return "+Inf is not the count"
+    if node[count_key] == 0 and node[sum_key] != 0:
+        return "a sum without observations"
+    return None
 
 
 @cache

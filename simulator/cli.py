@@ -71,7 +71,7 @@ OPTIONS = (
            "of N prompt tokens, a multiple of --tokens-per-page; a prompt of N tokens or fewer "
            "cannot be reused", low=1, metavar="N",
            default_text="--tokens-per-page, any block boundary", group=TIER),
-    Option("--snapshot-version", "int", 1, "schema_version of /debug/offload/snapshot: 1, or 3 "
+    Option("--snapshot-version", "int", 3, "schema_version of /debug/offload/snapshot: 1, or 3 "
            "with the host tier's store outcomes, restore transfers, eviction ages, blocked "
            "tokens and prompt-token split (docs/snapshot.md)",
            check=lambda v: None if v in SNAPSHOT_VERSIONS else

@@ -68,7 +68,7 @@ class EngineConfig:
     # Row checkpoints sit only at multiples of this many prompt tokens (a multiple of
     # tokens_per_page); None: at any block boundary (tokens_per_page).
     row_checkpoint_interval_tokens: int | None = None
-    snapshot_version: int = 1
+    snapshot_version: int = 3
 
     def __post_init__(self) -> None:
         if not self.time_scale > 0:

@@ -2,7 +2,8 @@
 
 The full golden exposition (tests/golden/full_exposition.prom, every collector as `serve` builds
 it) and a second sidecar built the same way with what the golden's inputs leave out (a pin, TLS
-with --web-config-file, an open experiment phase, a last window that lost requests) together
+with --web-config-file, an open experiment phase, a last window that lost requests, a schema 3
+snapshot) together
 export every family: each one must have its row, with its type, HELP and labels, and each row
 must be exported by one of them. A family built without a row cannot be built at all.
 """
@@ -48,7 +49,7 @@ def exported(text: str | bytes) -> Exported:
 
 def rest_exposition(tmp_path: Path) -> bytes:
     """What the full golden's inputs leave out, through `sidecar.build`: a pin, a web config with
-    TLS, an open experiment phase and a last window that lost requests."""
+    TLS, an open experiment phase, a last window that lost requests and a schema 3 snapshot."""
     state = json.loads((FIXTURES / "full_exposition" / "restore-state.json").read_text())
     state["state"]["last_window"]["lost"] = 2
     (tmp_path / "state").mkdir()
@@ -57,7 +58,7 @@ def rest_exposition(tmp_path: Path) -> bytes:
     web = write_web_config(tmp_path / "web.yml", server=server)
     config = Config(engine_url="http://engine.invalid", state_dir=tmp_path / "state", no_nvml=True,
                     expect_ranks=2, web_config_file=web)
-    sidecar = build(config, transport=httpx.MockTransport(StubEngine(contract_example())))
+    sidecar = build(config, transport=httpx.MockTransport(StubEngine(contract_example(3))))
 
     async def run() -> None:
         sidecar.loop.load_state()
@@ -164,7 +165,8 @@ def test_snapshot_rows_name_their_field() -> None:
     rows = [f for f in catalogue.FAMILIES if f.field is not None]
     assert rows
     for f in rows:
-        assert f.field is not None and f.reader() is not None
+        assert f.field is not None
+        assert (f.histogram_reader() if f.type == "histogram" else f.reader()) is not None
         assert f.field.startswith("offload."), f.name
         assert f.labels[0] == "generation", f.name
         placeholders = re.findall(r"<(\w+)>", f.field)
@@ -202,7 +204,7 @@ def _bump(obj: dict[str, object], key: str) -> bool:
 def test_every_snapshot_counter_is_watched_for_regressions() -> None:
     """derive.counter_decreases sees a decrease of every counter the catalogue reads from the
     snapshot: forgetting one is not possible, as the rows are what it iterates."""
-    snap = snapshot_from_obj(contract_example())
+    snap = snapshot_from_obj(contract_example(3))
     assert snap.offload is not None
     keys = derive.offload_counters(snap.offload)
     for row in catalogue.snapshot_counters():
@@ -212,7 +214,7 @@ def test_every_snapshot_counter_is_watched_for_regressions() -> None:
         assert mine and mine <= set(keys), row.name
         tested = 0
         for key in sorted(mine):
-            before = copy.deepcopy(contract_example())
+            before = copy.deepcopy(contract_example(3))
             if _bump(before, key):  # not a miss reason the example only reaches by the mapping
                 assert derive.counter_decreases(snapshot_from_obj(before), snap) == [key]
                 tested += 1

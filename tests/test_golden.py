@@ -39,6 +39,8 @@ def second_poll() -> list[dict[str, Any]]:
 
 CASES = {
     "contract_example": ([contract_example()], SGLANG),
+    # Schema 3 with every field: the v1 example's fields unchanged, every v3 family added.
+    "contract_example_v3": ([contract_example(3)], SGLANG),
     "minimal": ([minimal()], ""),
     "no_generation": ([no_generation()], ""),
     "row_pressure_two_polls": (second_poll(), ""),
@@ -78,3 +80,12 @@ def test_golden_row_pressure_counts_the_second_poll(tmp_path: Path) -> None:
     text = engine_exposition(second_poll(), "", tmp_path).decode()
     assert ('helios_offload_row_pressure_with_page_headroom_total'
             '{generation="g-20261129T0412Z-7f3a"} 15.0') in text
+
+
+@pytest.mark.e2e
+def test_schema_1_with_v3_fields_exports_exactly_the_v1_families(tmp_path: Path) -> None:
+    """A schema 1 snapshot carrying every v3 field: unknown fields to schema 1, ignored; the
+    exposition is the v1 example's, byte for byte."""
+    v1 = {**contract_example(3), "schema_version": 1}
+    text = engine_exposition([v1], SGLANG, tmp_path / "v1")
+    assert text == (GOLDEN / "contract_example.prom").read_bytes()

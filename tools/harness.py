@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 # The example snapshot of docs/interface.md, which tests and benchmarks serve.
 CONTRACT_EXAMPLE = ROOT / "tests" / "fixtures" / "snapshots" / "contract_example.json"
+# Schema 3 with every field: the v1 example's fields unchanged, every v3 addition present.
+CONTRACT_EXAMPLE_V3 = CONTRACT_EXAMPLE.with_name("contract_example_v3.json")
 
 
 def free_port() -> int:
@@ -257,8 +259,10 @@ def sample(fams: dict[str, Metric], family: str, **labels: str) -> float | None:
 
 
 # -- an engine in memory ---------------------------------------------------------------------
-def contract_example() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(CONTRACT_EXAMPLE.read_text())
+def contract_example(version: int = 1) -> dict[str, Any]:
+    """The contract example snapshot of schema `version` (1 or 3)."""
+    path = CONTRACT_EXAMPLE_V3 if version == 3 else CONTRACT_EXAMPLE
+    data: dict[str, Any] = json.loads(path.read_text())
     return data
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -10,11 +11,23 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from exporter.snapshot import Offload
 
-Type = Literal["gauge", "counter"]
+Type = Literal["gauge", "counter", "histogram"]
 # What a snapshot row reads: {label values after `generation`: value}; None when the family is
 # absent from this snapshot (an empty mapping renders the family without samples).
 Samples = Mapping[tuple[str, ...], float]
 Reader = Callable[["Offload"], Samples | None]
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """One histogram sample: cumulative buckets (`le` as Prometheus writes it, `+Inf` last, whose
+    count is the histogram's count) and the sum."""
+
+    buckets: tuple[tuple[str, float], ...]
+    sum: float
+
+
+HistogramSamples = Mapping[tuple[str, ...], Histogram]
 # Base units (STYLE.md): a name that ends in one (before `_total`) declares it as its unit.
 BASE_UNITS = ("seconds", "bytes", "ratio", "watts", "joules", "celsius", "hertz")
 
@@ -42,6 +55,9 @@ class Family:
     the offload collector renders such a row and exporter.derive watches its counters for
     regressions. `read` replaces the path reader where a field needs more (misses mapped onto
     their reasons).
+    A histogram row's `field` is the path of the histogram objects (schema v3: `count`, `sum` and
+    `buckets`, or `seconds_sum` and `seconds_buckets`); `max_buckets` bounds the buckets exported
+    per series, `+Inf` included (`histogram_reader` says which of the engine's bounds are kept).
     """
 
     name: str
@@ -58,6 +74,7 @@ class Family:
     field: str | None = None
     values: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     read: Reader | None = None
+    max_buckets: int = 0
 
     @property
     def open(self) -> bool:
@@ -80,9 +97,14 @@ class Family:
 
     def reader(self) -> Reader | None:
         """How the row reads the snapshot: `read`, or its field's path; None if it does not."""
-        if self.read is not None or self.field is None:
+        if self.read is not None or self.field is None or self.type == "histogram":
             return self.read
         return path_reader(self.field, self.values)
+
+    def histogram_reader(self) -> Callable[[Offload], HistogramSamples | None]:
+        assert self.type == "histogram" and self.field is not None and self.max_buckets >= 2, \
+            self.name
+        return histogram_reader(self.field, self.values, self.max_buckets)
 
     def counter_key(self, values: tuple[str, ...]) -> str:
         """The field path of one sample of a snapshot row, without `offload.`, e.g.
@@ -97,16 +119,17 @@ class Family:
 Rows = tuple[Family, ...]
 
 
-def path_reader(field: str, values: Mapping[str, tuple[str, ...]]) -> Reader:
-    """A reader of `field` (`offload.evictions.<pressure>.attempts`) in the validated snapshot:
-    one sample per number found, labelled by the keys where the path has `<label>` (in the
-    snapshot's order, those of the label's closed set only); None when there is none."""
+def _walk(field: str, values: Mapping[str, tuple[str, ...]], off: Offload) -> dict[
+        tuple[str, ...], Any]:
+    """The nodes at `field` (`offload.evictions.<pressure>.attempts`) in the validated snapshot,
+    keyed by the keys where the path has `<label>` (in the snapshot's order, those of the label's
+    closed set only)."""
     parts = field.removeprefix("offload.").split(".")
+    out: dict[tuple[str, ...], Any] = {}
 
-    def walk(node: Any, i: int, key: tuple[str, ...], out: dict[tuple[str, ...], float]) -> None:
+    def walk(node: Any, i: int, key: tuple[str, ...]) -> None:
         if i == len(parts):
-            if isinstance(node, int | float) and not isinstance(node, bool):
-                out[key] = node
+            out[key] = node
             return
         if not isinstance(node, Mapping):
             return
@@ -115,13 +138,54 @@ def path_reader(field: str, values: Mapping[str, tuple[str, ...]]) -> Reader:
             closed = values[part[1:-1]]
             for name, child in node.items():
                 if name in closed:
-                    walk(child, i + 1, (*key, name), out)
+                    walk(child, i + 1, (*key, name))
         elif part in node:
-            walk(node[part], i + 1, key, out)
+            walk(node[part], i + 1, key)
+
+    walk(off.fields, 0, ())
+    return out
+
+
+def path_reader(field: str, values: Mapping[str, tuple[str, ...]]) -> Reader:
+    """A reader of `field` in the validated snapshot: one sample per number found (labelled as
+    `_walk` says); None when there is none."""
 
     def read(off: Offload) -> Samples | None:
-        out: dict[tuple[str, ...], float] = {}
-        walk(off.fields, 0, (), out)
+        out = {key: node for key, node in _walk(field, values, off).items()
+               if isinstance(node, int | float) and not isinstance(node, bool)}
+        return out or None
+
+    return read
+
+
+def le_text(bound: float) -> str:
+    """A bucket bound as the `le` label writes it (`0.005`, `10.0`, `+Inf`)."""
+    return "+Inf" if bound == math.inf else repr(bound)
+
+
+def kept_bounds(finite: list[float], keep: int) -> list[float]:
+    """At most `keep` of the sorted finite bounds, evenly spaced, the largest always among them:
+    a cumulative histogram is as exact at the bounds it keeps (the others only merge)."""
+    if len(finite) <= keep:
+        return finite
+    return [finite[round((i + 1) * len(finite) / keep) - 1] for i in range(keep)]
+
+
+def histogram_reader(field: str, values: Mapping[str, tuple[str, ...]], max_buckets: int,
+                     ) -> Callable[[Offload], HistogramSamples | None]:
+    """A reader of the histogram objects at `field`, each with at most `max_buckets` buckets."""
+
+    def one(node: Mapping[str, Any]) -> Histogram:
+        sum_key, buckets_key = (("sum", "buckets") if "buckets" in node
+                                else ("seconds_sum", "seconds_buckets"))
+        counts = {float(le): n for le, n in node[buckets_key].items()}
+        finite = sorted(b for b in counts if b != math.inf)
+        kept = [*kept_bounds(finite, max_buckets - 1), math.inf]
+        return Histogram(tuple((le_text(b), counts[b]) for b in kept), node[sum_key])
+
+    def read(off: Offload) -> HistogramSamples | None:
+        out = {key: one(node) for key, node in _walk(field, values, off).items()
+               if isinstance(node, Mapping)}
         return out or None
 
     return read

@@ -8,11 +8,25 @@ new field of the schema is one row here.
 from __future__ import annotations
 
 from exporter.catalogue.model import Family, Promise, Rows, Samples
-from exporter.labels import EVICTION_OUTCOMES, PRESSURES, SLAB_KINDS, miss_counts
+from exporter.labels import (
+    EVICTED_BY,
+    EVICTION_OUTCOMES,
+    MISS_REASONS,
+    PRESSURES,
+    SLAB_KINDS,
+    STORE_OUTCOMES,
+    TOKEN_SOURCES,
+    miss_counts,
+)
 from exporter.snapshot import Offload
 
 G = "generation"
 OFFLOAD = Promise("4.1")
+V3 = Promise("4.1", 3)  # schema 3's additions: absent for an engine of schema 1
+# Buckets kept per histogram series, +Inf included (at most 60 series per engine for all of v3:
+# docs/scale.md): the restore transfers' 8, each eviction histogram's 5.
+RESTORE_BUCKETS = 8
+EVICTION_BUCKETS = 5
 ENGINE = Promise("4.2")
 
 
@@ -21,6 +35,13 @@ def _outcomes(off: Offload) -> Samples | None:
         return None
     return {(pressure, outcome): ev.outcomes[outcome] for pressure, ev in off.evictions.items()
             for outcome in EVICTION_OUTCOMES if outcome in ev.outcomes}
+
+
+def _blocked(off: Offload) -> Samples | None:
+    blocked = off.fields.get("lookups", {}).get("blocked_tokens")
+    if blocked is None:
+        return None
+    return {(reason,): blocked.get(reason, 0) for reason in MISS_REASONS}
 
 
 FAMILIES: Rows = (
@@ -117,6 +138,67 @@ FAMILIES: Rows = (
     Family("helios_offload_prompt_tokens_reused_total", "counter", (G,), "tokens",
            help="Snapshot offload.host.prompt_tokens_reused.", collector="offload",
            promised=OFFLOAD, field="offload.host.prompt_tokens_reused"),
+    # Schema 3's additions (section 1.2), each absent until the engine sends it.
+    Family("helios_offload_host_store_outcomes_total", "counter", (G, "outcome"), "stores",
+           help="Snapshot offload.host.store_outcomes.<outcome>: checkpoint stores by how they "
+           "ended (stored; dropped_full, no record could be freed; dropped_ineligible, can never "
+           "be stored; failed, a host copy error).", collector="offload", promised=V3,
+           values={"outcome": STORE_OUTCOMES}, field="offload.host.store_outcomes.<outcome>"),
+    Family("helios_offload_host_stored_bytes_total", "counter", (G,), "bytes",
+           help="Snapshot offload.host.stored_bytes: bytes written to host records by stored "
+           "outcomes.", collector="offload", promised=V3, field="offload.host.stored_bytes"),
+    Family("helios_offload_host_restore_transfer_bytes_total", "counter", (G,), "bytes",
+           help="Snapshot offload.host.restore_transfers.bytes: bytes copied from the host tier "
+           "to the GPU by hits.", collector="offload", promised=V3,
+           field="offload.host.restore_transfers.bytes"),
+    Family("helios_offload_host_restore_transfer_seconds", "histogram", (G,), "seconds",
+           help="Snapshot offload.host.restore_transfers: seconds each host-to-GPU copy of a "
+           "hit took (count: the transfers; at most 8 of the engine's buckets).",
+           collector="offload", promised=V3, field="offload.host.restore_transfers",
+           max_buckets=RESTORE_BUCKETS,
+           source="`offload.host.restore_transfers` (`count`, `seconds_sum`, `seconds_buckets`: "
+           f"at most {RESTORE_BUCKETS} of its buckets, `+Inf` included)"),
+    Family("helios_offload_eviction_age_seconds", "histogram", (G, "pressure"), "seconds",
+           help="Snapshot offload.evictions.<pressure>.age_seconds: each evicted checkpoint's "
+           "age, from its store to its eviction (at most 5 of the engine's buckets).",
+           collector="offload", promised=V3, values={"pressure": PRESSURES},
+           field="offload.evictions.<pressure>.age_seconds", max_buckets=EVICTION_BUCKETS,
+           source="`offload.evictions.<pressure>.age_seconds` (at most "
+           f"{EVICTION_BUCKETS} of its buckets, `+Inf` included)"),
+    Family("helios_offload_eviction_idle_seconds", "histogram", (G, "pressure"), "seconds",
+           help="Snapshot offload.evictions.<pressure>.idle_seconds: for each evicted checkpoint "
+           "that had served a hit, the time since its last hit (at most 5 of the engine's "
+           "buckets).", collector="offload", promised=V3, values={"pressure": PRESSURES},
+           field="offload.evictions.<pressure>.idle_seconds", max_buckets=EVICTION_BUCKETS,
+           source="`offload.evictions.<pressure>.idle_seconds` (at most "
+           f"{EVICTION_BUCKETS} of its buckets, `+Inf` included); its count short of the age's "
+           "is the checkpoints evicted without ever being hit"),
+    Family("helios_offload_lookup_blocked_tokens_total", "counter", (G, "reason"), "tokens",
+           help="Snapshot offload.lookups.blocked_tokens.<reason>: prompt tokens that misses of "
+           "that reason left to be computed.", collector="offload", promised=V3,
+           values={"reason": MISS_REASONS}, field="offload.lookups.blocked_tokens.<reason>",
+           read=_blocked, source="`offload.lookups.blocked_tokens.<reason>` (a reason the "
+           "engine leaves out is 0, as for the misses)"),
+    Family("helios_offload_lookup_evicted_misses_total", "counter", (G, "evicted_by"), "lookups",
+           help="Snapshot offload.lookups.evicted_by.<evicted_by>: evicted misses by the "
+           "eviction that took their checkpoint.", collector="offload", promised=V3,
+           values={"evicted_by": EVICTED_BY}, field="offload.lookups.evicted_by.<evicted_by>"),
+    Family("helios_offload_prompt_tokens_total", "counter", (G, "source"), "tokens",
+           help="Snapshot offload.prompt_tokens.<source>: prompt tokens looked up, by where "
+           "they came from (computed, gpu_prefix, host_restored); their sum is every prompt "
+           "token looked up.", collector="offload", promised=V3,
+           values={"source": TOKEN_SOURCES}, field="offload.prompt_tokens.<source>"),
+    Family("helios_offload_geometry_page_tokens", "gauge", (G,), "tokens",
+           help="Snapshot offload.geometry.page_tokens: tokens in one KV page.",
+           collector="offload", promised=V3, field="offload.geometry.page_tokens"),
+    Family("helios_offload_geometry_row_checkpoint_interval_tokens", "gauge", (G,), "tokens",
+           help="Snapshot offload.geometry.row_checkpoint_interval_tokens: row checkpoints sit "
+           "only at multiples of this many prompt tokens.", collector="offload", promised=V3,
+           field="offload.geometry.row_checkpoint_interval_tokens"),
+    Family("helios_offload_geometry_min_reusable_tokens", "gauge", (G,), "tokens",
+           help="Snapshot offload.geometry.min_reusable_tokens: the shortest prompt any "
+           "checkpoint can serve.", collector="offload", promised=V3,
+           field="offload.geometry.min_reusable_tokens"),
     Family("helios_offload_row_pressure_with_page_headroom_total", "counter", (G,), "attempts",
            help="Row-pressure eviction attempts (offload.evictions.row.attempts deltas between "
            "polls) seen while the page slab had at least 25% free at both polls.",

@@ -48,10 +48,14 @@ FAMILIES: Rows = (
            help="Engine labels dropped by the pass-through (not allow-listed), by allow-listed "
            "family.", collector=E, source="pass-through hygiene"),
     Family("helios_exporter_snapshot_fields_dropped_total", "counter", ("field",), "polls",
-           help="Polls whose snapshot carried an identity field that cannot be a label value; "
-           "the field was left out (its restore check is then unknown).", collector=E,
+           help="Polls whose snapshot carried an identity field that cannot be a label value "
+           "(its restore check is then unknown), or a schema 3 section that breaks the schema or "
+           "a histogram rule; the field was left out.", collector=E,
            source="snapshot hygiene: an identity string that cannot be a label value is left out "
-           "and counted"),
+           "and counted (`field=identity.<name>`, from the first poll); *(v3)* so is a schema 3 "
+           "section that breaks the schema, or a histogram whose buckets fall, whose `+Inf` is "
+           "not its count or whose sum has no observations (`field` its path, e.g. "
+           "`offload.evictions.row.age_seconds`, once one was)"),
     Family("helios_exporter_engine_malformed_lines_total", "counter", (), "lines",
            help="Allow-listed engine /metrics lines that could not be parsed.", collector=E,
            source="pass-through hygiene"),

@@ -7,10 +7,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 
 from exporter import catalogue
-from exporter.catalogue.model import Family, Samples
+from exporter.catalogue.model import Family, HistogramSamples, Samples
 
 K = TypeVar("K", str, tuple[str, str])
 
@@ -35,6 +40,11 @@ def counter(name: str) -> CounterMetricFamily:
     return CounterMetricFamily(name.removesuffix("_total"), doc, labels=labels)
 
 
+def histogram(name: str) -> HistogramMetricFamily:
+    labels, doc = _row(name, "histogram")
+    return HistogramMetricFamily(name, doc, labels=labels)
+
+
 def family(row: Family) -> GaugeMetricFamily | CounterMetricFamily:
     return gauge(row.name) if row.type == "gauge" else counter(row.name)
 
@@ -44,6 +54,15 @@ def render(row: Family, samples: Samples, *first: str) -> Metric:
     m = family(row)
     for values, value in samples.items():
         m.add_metric([*first, *values], value)
+    return m
+
+
+def render_histogram(row: Family, samples: HistogramSamples, *first: str) -> Metric:
+    """The histogram row's family, one histogram per entry of `samples`."""
+    m = histogram(row.name)
+    for values, h in samples.items():
+        m.add_metric([*first, *values], buckets=list(h.buckets),
+                     sum_value=h.sum)
     return m
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import Metric
 
 from exporter import catalogue, derive, geometry
-from exporter.collectors.families import counter, gauge, render
+from exporter.collectors.families import counter, gauge, render, render_histogram
 from exporter.derive import EnginePicture
 from exporter.geometry import Geometry
 from exporter.restore.window import RestoreState
@@ -103,6 +103,11 @@ def _offload(gen: str, off: Offload, headroom: derive.Headroom | None,
         "helios_offload_row_pressure_with_page_headroom_total": lambda: _headroom(gen, headroom),
     }
     for row in catalogue.offload_rows():
+        if row.type == "histogram":
+            histograms = row.histogram_reader()(off)
+            if histograms is not None:
+                yield render_histogram(row, histograms, gen)
+            continue
         read = row.reader()
         if read is None:
             yield from derived[row.name]()

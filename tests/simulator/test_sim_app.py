@@ -85,7 +85,9 @@ async def test_completion_runs_through_the_engine(
     clock.advance(1)  # the host stores complete
     assert (await complete(client))[0] == 200
     offload = (await client.get("/debug/offload/snapshot")).json()["offload"]
-    assert offload["lookups"] == {"total": 2, "hits": 1, "misses": {"no_prefix": 1}}
+    assert offload["lookups"] == {"total": 2, "hits": 1, "misses": {"no_prefix": 1},
+                                  "blocked_tokens": {"no_prefix": 300},  # schema 3 (default)
+                                  "evicted_by": {"row": 0, "page": 0, "ancestor_compaction": 0}}
     assert offload["host"]["stores"] == 3
 
 

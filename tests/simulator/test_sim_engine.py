@@ -64,12 +64,19 @@ def make_engine(seed: int = 7, **config: Any) -> tuple[SimulatedEngine, ManualCl
     return SimulatedEngine(EngineConfig(**config), clock=clock, seed=seed), clock
 
 
+def numbers(node: Any) -> set[float]:
+    """Every number in a snapshot section (its nested objects' too)."""
+    if isinstance(node, dict):
+        return set().union(*(numbers(v) for v in node.values()))
+    return {node} if isinstance(node, int | float) and not isinstance(node, bool) else set()
+
+
 def body(n: int, start: int = 1000) -> list[int]:
     return list(range(start, start + n))
 
 
 def test_snapshot_has_the_contract_shape_and_validates() -> None:
-    engine, clock = make_engine()
+    engine, clock = make_engine(snapshot_version=1)  # schema 3's shape: tests/simulator/test_sim_v3.py
     engine.submit(body(700), 16)
     clock.advance(5)
     engine.poll()
@@ -121,8 +128,11 @@ def test_restart_starts_fresh_counters_and_an_empty_cache() -> None:
     assert after["generation"] != old_generation
     assert after["started_at"] == clock()
     assert after["identity"]["container_id"] == container
-    assert set(after["offload"]["host"].values()) == {0}
-    assert after["offload"]["lookups"] == {"total": 0, "hits": 0, "misses": {}}
+    assert numbers(after["offload"]["host"]) == {0}
+    assert after["offload"]["lookups"] == {"total": 0, "hits": 0, "misses": {},
+                                           "blocked_tokens": {}, "evicted_by": dict.fromkeys(
+                                               ("row", "page", "ancestor_compaction"), 0)}
+    assert numbers(after["offload"]["prompt_tokens"]) == {0}
     assert after["offload"]["slabs"]["row"]["free"] == 512
     assert after["offload"]["resident"] == {"records": 0, "bytes": 0}
     # Host memory was lost: the prompt misses.

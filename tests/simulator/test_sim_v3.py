@@ -70,8 +70,8 @@ def test_v3_is_the_v1_snapshot_plus_the_v3_fields(scenario: str) -> None:
     assert strip_v3(v3) == v1
 
 
-def test_the_default_is_schema_1_and_only_1_and_3_are_served() -> None:
-    assert EngineConfig().snapshot_version == 1
+def test_the_default_is_schema_3_and_only_1_and_3_are_served() -> None:
+    assert EngineConfig().snapshot_version == 3
     with pytest.raises(ValueError, match="snapshot_version"):
         EngineConfig(snapshot_version=2)
 
@@ -406,7 +406,9 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 def test_command_line_options() -> None:
-    assert cli._engine_config(parse("--listen", "h:1")).snapshot_version == 1
+    assert cli._engine_config(parse("--listen", "h:1")).snapshot_version == 3
+    assert cli._engine_config(parse("--listen", "h:1", "--snapshot-version", "1")
+                              ).snapshot_version == 1
     config = cli._engine_config(parse("--listen", "h:1", "--snapshot-version", "3",
                                       "--row-checkpoint-interval-tokens", "512"))
     assert config.snapshot_version == 3 and config.checkpoint_interval_tokens == 512
