@@ -51,6 +51,9 @@ class Config:
     row_pressure_window: Duration
     row_pressure_min_attempts: float
     host_tier_window: Duration
+    store_drop_window: Duration
+    store_drop_ratio: float
+    inert_window: Duration
     power_limit_ratio: float
     power_avg_window: Duration
     restart_window: Duration
@@ -188,6 +191,9 @@ def load_config(path: Path, declared: Declared) -> Config:
         row_pressure_window=r.duration("offload.row_pressure_window"),
         row_pressure_min_attempts=r.number("offload.row_pressure_min_attempts", 0.0, 1e9),
         host_tier_window=r.duration("offload.host_tier_window"),
+        store_drop_window=r.duration("offload.store_drop_window"),
+        store_drop_ratio=r.number("offload.store_drop_ratio", 0.0, 1.0),
+        inert_window=r.duration("offload.inert_window"),
         power_limit_ratio=r.number("gpu.power_limit_ratio", 0.0, 2.0),
         power_avg_window=r.duration("gpu.power_avg_window"),
         restart_window=r.duration("engine.restart_window"),

@@ -80,6 +80,10 @@ class Q:
         extra = "".join(f', {k}="{v}"' for k, v in matchers.items())
         return f"{metric}{{{self.c.selector}{extra}}}"
 
+    def match(self, metric: str, *matchers: str) -> str:
+        """`metric` with the selector and raw matchers (`'outcome=~"a|b"'`)."""
+        return f"{metric}{{{', '.join((self.c.selector, *matchers))}}}"
+
     def last(self, metric: str, lookback: str = "", **matchers: str) -> str:
         """The last value Prometheus saw within `lookback` (default: the window memory), skipping
         the staleness markers of failed scrapes."""

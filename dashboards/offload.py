@@ -287,4 +287,99 @@ def build(settings: Settings) -> db.Dashboard:
         *(q(o.per_request_rate(metric), f"{legend} {{{{instance}}}}", ref=ref)
           for ref, (metric, legend) in zip(refs, PER_REQUEST, strict=True)),
         min_val=0, no_value="no finished requests"), 12, 6)
+    host_tier(grid, o)
     return d
+
+
+# The v3 panels' text where a v1 engine (which exports none of their series) is selected.
+NO_V3 = "no data (a schema v1 engine exports none)"
+REUSED = 'source!="computed"'
+
+
+def host_tier(grid: Layout, o: _Queries) -> None:
+    """Schema v3's host-tier panels: stores, evictions' age, blocked and prompt tokens, restores."""
+    scope, S = o.scope, o.S
+    rate, rate_total = o.rate, o.rate_total
+
+    def quantile(metric: str, p: float, *by: str) -> str:
+        return (f"histogram_quantile({p}, sum by ({scope.by(*by, 'le')}) "
+                f"(rate({metric}_bucket{S}[$__rate_interval])))")
+
+    grid.row("Host tier (schema v3)")
+    grid.add(ts_panel(
+        "Host stores by outcome",
+        "Checkpoint stores per second by how they ended: stored, dropped_full (no record could "
+        "be freed: every eviction attempt for it ended pinned, non_durable or no_eligible), "
+        "failed (the host copy failed), dropped_ineligible (a prompt shorter than any checkpoint, "
+        "expected with short prompts). Sustained dropped_full or failed is "
+        "HeliosOffloadStoresDropped: read the eviction outcomes beside it for why nothing was "
+        "freed; dropped_ineligible alone needs nothing.",
+        units.OpsPerSecond,
+        q(rate("helios_offload_host_store_outcomes_total", "outcome"), "{{outcome}} {{instance}}"),
+        stacked=True, no_value=NO_V3), 8, 8)
+    grid.add(ts_panel(
+        "Age and idle time at eviction",
+        "Median age of the checkpoints evicted under each pressure (since their store) and median "
+        "time since their last hit (only those ever hit), over the rate interval. Evicted young "
+        "= the tier churns faster than the traffic comes back: more budget for that slab helps; "
+        "evicted old and long idle = eviction takes what nobody asks for, as it should.",
+        units.Seconds,
+        q(quantile("helios_offload_eviction_age_seconds", 0.5, "pressure"),
+          "{{pressure}} age p50 {{instance}}", ref="A"),
+        q(quantile("helios_offload_eviction_idle_seconds", 0.5, "pressure"),
+          "{{pressure}} idle p50 {{instance}}", ref="B"),
+        min_val=0, no_value=NO_V3), 8, 8)
+    grid.add(ts_panel(
+        "Evicted without a hit",
+        "Share of the checkpoints evicted under each pressure that never served a hit (age count "
+        "minus idle count, over age count). Near 1 = stores are written and evicted unread: the "
+        "tier stores what the traffic never repeats (or evicts it before it comes back: see the "
+        "age at eviction).",
+        units.PercentUnit,
+        q(f"1 - {rate('helios_offload_eviction_idle_seconds_count', 'pressure')}\n/\n"
+          f"({rate('helios_offload_eviction_age_seconds_count', 'pressure')} > 0)",
+          "{{pressure}} {{instance}}"),
+        min_val=0, max_val=1, no_value=NO_V3), 8, 8)
+    grid.add(ts_panel(
+        "Blocked tokens by reason",
+        "Prompt tokens per second that a missed lookup left to compute (less those found on the "
+        "GPU), by miss reason: which reason costs prefill, not only how often it happens. "
+        "Mostly evicted = capacity; no_prefix = the traffic's order or first sight; too_short "
+        "or no_checkpoint with no hits = an inert cache (HeliosOffloadCacheInert).",
+        units.Short,
+        q(rate("helios_offload_lookup_blocked_tokens_total", "reason"), "{{reason}} {{instance}}"),
+        stacked=True, no_value=NO_V3), 8, 8)
+    grid.add(ts_panel(
+        "Prompt tokens by source",
+        "Where the prompt tokens of every looked-up request came from, per second: computed "
+        "(prefill), gpu_prefix (the GPU's own prefix cache), host_restored (copied from the host "
+        "tier). The host_restored band is the host tier's payoff; the share panel beside it is "
+        "the same as a fraction of all prompt tokens.",
+        units.Short,
+        q(rate("helios_offload_prompt_tokens_total", "source"), "{{source}} {{instance}}"),
+        stacked=True, no_value=NO_V3), 8, 8)
+    grid.add(ts_panel(
+        "Host tier payoff",
+        "Share of all prompt tokens looked up that were restored from the host tier "
+        "(host_restored / all sources), and the GPU prefix cache's share for comparison. A host "
+        "share near 0 while the tier stores (see the stores by outcome) = memory and store "
+        "bandwidth without payoff (HeliosOffloadHostTierNoReuse).",
+        units.PercentUnit,
+        q(f"{rate('helios_offload_prompt_tokens_total', 'source', REUSED)}"
+          f"\n/ on ({scope.by()}) group_left ()\n"
+          f"({rate_total('helios_offload_prompt_tokens_total')} > 0)",
+          "{{source}} {{instance}}"),
+        min_val=0, max_val=1, no_value=NO_V3), 8, 8)
+    grid.add(ts_panel(
+        "Restore bandwidth",
+        "Bytes copied from the host tier to the GPU per second of copy time (restored bytes / "
+        "transfer seconds, over the rate interval), and the 90th percentile of one transfer's "
+        "time (right axis). Bandwidth far below the host link's = copies contend or are small; "
+        "a long p90 transfer adds directly to the time to first token of a hit.",
+        units.BytesPerSecondIEC,
+        q(f"{rate_total('helios_offload_host_restore_transfer_bytes_total')}\n/\n"
+          f"({rate_total('helios_offload_host_restore_transfer_seconds_sum')} > 0)",
+          "bandwidth {{instance}}", ref="A"),
+        q(quantile("helios_offload_host_restore_transfer_seconds", 0.9),
+          "transfer p90 {{instance}}", ref="B"),
+        min_val=0, no_value=NO_V3, right_axis=("transfer p90.*", "s")), 16, 8)

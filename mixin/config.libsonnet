@@ -30,7 +30,10 @@
       page_headroom_ratio: 0.25,
       row_pressure_window: "30m",
       row_pressure_min_attempts: 1,
-      host_tier_window: "1h"
+      host_tier_window: "1h",
+      store_drop_window: "5m",
+      store_drop_ratio: 0.01,
+      inert_window: "5m"
     },
     gpu: {
       power_limit_ratio: 0.98,
@@ -57,6 +60,8 @@
       HeliosEngineRestartedOutsideWindow: "0m",
       HeliosOffloadRowPressureWithPageHeadroom: "15m",
       HeliosOffloadHostTierNoReuse: "30m",
+      HeliosOffloadStoresDropped: "15m",
+      HeliosOffloadCacheInert: "30m",
       HeliosOffloadGeometryInconsistent: "5m",
       HeliosGpuLost: "1m",
       HeliosGpuPowerAtLimit: "15m"
@@ -79,6 +84,8 @@
       HeliosEngineRestartedOutsideWindow: "warning",
       HeliosOffloadRowPressureWithPageHeadroom: "info",
       HeliosOffloadHostTierNoReuse: "info",
+      HeliosOffloadStoresDropped: "warning",
+      HeliosOffloadCacheInert: "info",
       HeliosOffloadGeometryInconsistent: "warning",
       HeliosGpuLost: "critical",
       HeliosGpuPowerAtLimit: "warning"
@@ -101,6 +108,8 @@
       HeliosEngineRestartedOutsideWindow: true,
       HeliosOffloadRowPressureWithPageHeadroom: true,
       HeliosOffloadHostTierNoReuse: true,
+      HeliosOffloadStoresDropped: true,
+      HeliosOffloadCacheInert: true,
       HeliosOffloadGeometryInconsistent: true,
       HeliosGpuLost: true,
       HeliosGpuPowerAtLimit: true

@@ -1,10 +1,11 @@
-"""Offload evidence for the engine team (info): allocator pressure and an unused host tier."""
+"""Offload evidence for the engine team: allocator pressure, an unused or inert host tier (info),
+dropped host stores and an inconsistent geometry (tickets)."""
 
 from __future__ import annotations
 
 from alerts.config import Config
-from alerts.promql import STEP, Q, indent, join, num, ratio, short
-from alerts.rules import Alert, Promise, Record
+from alerts.promql import STEP, Q, chain, indent, join, num, ratio, short
+from alerts.rules import FOR, Alert, Promise, Record
 from alerts.templates import T
 
 GROUP = "helios-offload"
@@ -19,6 +20,23 @@ STEPS_GROUP = "helios-offload-steps"
 # everywhere it fires for every engine, and Prometheus expands the annotations of every firing
 # alert at every evaluation (about 0.2 ms each on the machine of docs/scale.md).
 HOST_TIER_GROUP = "helios-offload-host-tier"
+# Schema v3's alerts read series only a v3 engine exports (a v1 engine: silent), raw, over a
+# short window held by `for:`, and each is a group of its own. At 1,000 engines and a 15 s scrape
+# one evaluation reads about 100,000 samples (five store-outcome series of 20 samples per engine)
+# and 160,000 (eight miss and hit series), as much as a dashboard recording group does
+# (docs/scale.md: under 130 ms); a longer window or one group for both would read that much more.
+STORES_GROUP = "helios-offload-stores"
+INERT_GROUP = "helios-offload-inert"
+STORE_OUTCOMES = "helios_offload_host_store_outcomes_total"
+# The outcomes HeliosOffloadStoresDropped counts: a store the tier should have taken and lost.
+# dropped_ineligible is not one of them: a prompt shorter than any checkpoint can never be
+# stored, and short prompts make it by design.
+LOST_OUTCOMES = 'outcome=~"dropped_full|failed"'
+# The miss reasons that say a lookup could never have hit: the prompt is shorter than any
+# checkpoint, or no checkpoint exists for it (HeliosOffloadCacheInert).
+INERT_REASONS = 'reason=~"too_short|no_checkpoint"'
+OTHER_REASONS = 'reason!~"too_short|no_checkpoint"'
+CAN_BE_STORED = 'outcome!="dropped_ineligible"'
 HOST_TIER_COUNTERS = (
     "helios_offload_lookups_total",
     "helios_offload_host_stores_total",
@@ -123,6 +141,8 @@ def alerts(c: Config) -> list[Alert]:
                 "and host stores increased, `helios_offload_host_tokens_restored_total` did not"
             ),
         ),
+        stores_dropped(c),
+        cache_inert(c),
         Alert(
             name="HeliosOffloadGeometryInconsistent",
             group=GROUP,
@@ -150,3 +170,85 @@ def alerts(c: Config) -> list[Alert]:
             meaning="`helios_offload_geometry_consistent == 0` (per `generation`)",
         ),
     ]
+
+
+def stores_dropped(c: Config) -> Alert:
+    q, t, w = Q(c), T(c), c.store_drop_window
+    return Alert(
+        name="HeliosOffloadStoresDropped",
+        group=STORES_GROUP,
+        severity="warning",
+        # A burst of drops while readers pin every candidate passes; a share that lasts a
+        # quarter of an hour is a tier that cannot take its stores.
+        for_="15m",
+        promised=Promise(
+            "host stores keep ending `dropped_full` or `failed` (not `dropped_ineligible`)",
+            since=3,
+        ),
+        expr=(
+            f"sum without (generation) (increase("
+            f"{q.match(STORE_OUTCOMES, LOST_OUTCOMES)}"
+            f"[{w}]))\n/ {q.on} group_left ()\n(\n"
+            + indent(
+                "sum without (generation, outcome) (increase("
+                f"{q.match(STORE_OUTCOMES, CAN_BE_STORED)}[{w}])) > 0"
+            )
+            + f"\n)\n>= {num(c.store_drop_ratio)}"
+        ),
+        summary=f"Host offload stores end {{{{ $labels.outcome }}}} on {t.target}",
+        description=(
+            f"{{{{ $value | humanizePercentage }}}} of the host stores the engine on {t.target} "
+            f"made or tried to make in the last {w} ended {{{{ $labels.outcome }}}} "
+            "(dropped_full: no record could be freed for it; failed: the host copy failed), "
+            f"for at least {FOR}. Those prefixes will miss later; short prompts "
+            "(dropped_ineligible) are not counted."
+        ),
+        meaning=(
+            f"over {w}: the `dropped_full` or `failed` store outcomes (per `outcome`) are at least "
+            f"{c.store_drop_ratio:.0%} of `stored + dropped_full + failed`; v3 engines only"
+        ),
+    )
+
+
+def cache_inert(c: Config) -> Alert:
+    q, t, w = Q(c), T(c), c.inert_window
+    misses = "helios_offload_lookup_misses_total"
+
+    def grown(selector: str, without: str = "generation, reason") -> str:
+        return f"sum without ({without}) (increase({selector}[{w}]))"
+
+    return Alert(
+        name="HeliosOffloadCacheInert",
+        group=INERT_GROUP,
+        severity="info",
+        for_="30m",
+        promised=Promise(
+            "lookups go on, nothing hits, and every miss is `too_short` or `no_checkpoint`",
+            since=3,
+        ),
+        expr=chain(
+            f"{grown(q.match(misses, INERT_REASONS))} > 0",
+            (f"and {q.on}",
+             f"{grown(q.sel('helios_offload_lookup_hits_total'), 'generation')} == 0"),
+            # Only a v3 engine says what the shortest reusable prompt is (a v1 engine: silent).
+            (f"and {q.on}",
+             f"max without (generation) ({q.sel('helios_offload_geometry_min_reusable_tokens')})"),
+            (f"unless {q.on}",
+             f"{grown(q.match(misses, OTHER_REASONS))} > 0"),
+        ),
+        summary=f"Host offload cache cannot hit on {t.target}",
+        # No query in the annotations: a configuration that makes every engine inert fires for
+        # every engine (docs/scale.md).
+        description=(
+            f"For {FOR}, the engine on {t.target} looked up prefixes and nothing hit: "
+            f"{{{{ $value | humanize }}}} misses in the last {w}, every one too_short or "
+            "no_checkpoint. The traffic's prompts are shorter than any checkpoint "
+            "(helios_offload_geometry_min_reusable_tokens) or no checkpoint is made for them: "
+            "the host tier cannot pay off for this traffic as configured."
+        ),
+        meaning=(
+            f"within {w}: misses `too_short` or `no_checkpoint` increased, hits did not, and no "
+            "miss of another reason; v3 engines only (`helios_offload_geometry_min_reusable_tokens` "
+            "present)"
+        ),
+    )

@@ -70,7 +70,16 @@ RATE_GROUPS = {
     "offload_host_tokens_restored": GROUP_REQUESTS,
     "offload_prompt_tokens_reused": GROUP_REQUESTS,
 }
-GROUP_ORDER = (GROUP_SLABS_LOOKUPS, GROUP_MISSES, GROUP_EVICTIONS, GROUP_PRESSURE, GROUP_REQUESTS)
+# Schema v3's host-tier figures (a v1 engine exports none of their inputs: no series), three
+# groups: at 1,000 engines and a 15 s scrape each reads at most about 140,000 raw samples per
+# evaluation (blocked tokens: 7 reasons x 20 samples per engine; stores: 4 outcomes and 2
+# transfer series; tokens: 3 sources), as much as helios-offload-misses.rules does.
+GROUP_STORES = "helios-offload-stores.rules"
+GROUP_TOKENS = "helios-offload-tokens.rules"
+GROUP_BLOCKED = "helios-offload-blocked.rules"
+GROUP_ORDER = (GROUP_SLABS_LOOKUPS, GROUP_MISSES, GROUP_EVICTIONS, GROUP_PRESSURE, GROUP_REQUESTS,
+               GROUP_STORES, GROUP_TOKENS, GROUP_BLOCKED)
+PROMPT_TOKENS = "helios:offload_prompt_tokens:rate{}"
 
 
 def offload(c: Config) -> list[Record]:
@@ -170,7 +179,57 @@ def offload(c: Config) -> list[Record]:
                 "request finishes).",
             )
         )
+    records += host_tier(c)
     return sorted(records, key=lambda r: GROUP_ORDER.index(r.group))
+
+
+def host_tier(c: Config) -> list[Record]:
+    """Schema v3's figures per lookup and the prompt tokens' sources (v3 engines only)."""
+    q = Q(c)
+    rw = str(c.rate_window)
+    lookups = f"({q.sel(rate_name(c, 'offload_lookups'))} > 0)"
+    tokens = PROMPT_TOKENS.format(rw)
+    return [
+        Record(
+            f"helios:offload_host_store_outcomes:per_lookup_rate{rw}",
+            GROUP_STORES,
+            f"{q.rate('helios_offload_host_store_outcomes_total')}\n/ {q.on} group_left ()\n{lookups}",
+            "Host stores per lookup by `outcome` (stored, dropped_full, dropped_ineligible, "
+            "failed): dropped_full and failed are stores the tier lost (HeliosOffloadStoresDropped), "
+            "dropped_ineligible prompts too short for any checkpoint.",
+        ),
+        Record(
+            f"helios:offload_host_restore_transfer_bytes:per_transfer_second_rate{rw}",
+            GROUP_STORES,
+            ratio(q.rate("helios_offload_host_restore_transfer_bytes_total"),
+                  q.rate("helios_offload_host_restore_transfer_seconds_sum")),
+            "Restore bandwidth, bytes per second of host-to-GPU copy time (bytes rate / the "
+            "transfer histogram's seconds_sum rate); absent while nothing is restored.",
+        ),
+        Record(
+            tokens,
+            GROUP_TOKENS,
+            q.rate("helios_offload_prompt_tokens_total"),
+            "Prompt tokens looked up per second by `source` (computed, gpu_prefix, "
+            "host_restored), summed over generations.",
+        ),
+        Record(
+            f"helios:offload_prompt_tokens:ratio_rate{rw}",
+            GROUP_TOKENS,
+            f"{q.sel(tokens)}\n/ ignoring (source) group_left ()\n"
+            f"(sum without (source) ({q.sel(tokens)}) > 0)",
+            "Share of the prompt tokens looked up by `source`, 0-1: host_restored is the host "
+            "tier's payoff, computed what prefill paid.",
+        ),
+        Record(
+            f"helios:offload_lookup_blocked_tokens:per_lookup_rate{rw}",
+            GROUP_BLOCKED,
+            f"{q.rate('helios_offload_lookup_blocked_tokens_total')}\n/ {q.on} group_left ()\n"
+            f"{lookups}",
+            "Prompt tokens a miss left to compute, per lookup, by miss `reason`: which reason "
+            "costs prefill, not only how often it happens.",
+        ),
+    ]
 
 
 def restore(c: Config) -> list[Record]:

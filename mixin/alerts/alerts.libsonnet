@@ -344,6 +344,40 @@ local h = import '../lib/helios.libsonnet';
         ],
       },
       {
+        name: "helios-offload-stores",
+        rules: [
+          {
+            alert: "HeliosOffloadStoresDropped",
+            expr: "sum without (generation) (increase(helios_offload_host_store_outcomes_total{" + c.selector + ", outcome=~\"dropped_full|failed\"}[" + c.offload.store_drop_window + "]))\n/ on (" + c.cluster_label + ", job, instance) group_left ()\n(\n  sum without (generation, outcome) (increase(helios_offload_host_store_outcomes_total{" + c.selector + ", outcome!=\"dropped_ineligible\"}[" + c.offload.store_drop_window + "])) > 0\n)\n>= " + h.num(c.offload.store_drop_ratio),
+            labels: {
+              severity: c.severity.HeliosOffloadStoresDropped,
+            },
+            annotations: {
+              summary: "Host offload stores end {{ $labels.outcome }} on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }}",
+              description: "{{ $value | humanizePercentage }} of the host stores the engine on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }} made or tried to make in the last " + c.offload.store_drop_window + " ended {{ $labels.outcome }} (dropped_full: no record could be freed for it; failed: the host copy failed), for at least " + c["for"].HeliosOffloadStoresDropped + ". Those prefixes will miss later; short prompts (dropped_ineligible) are not counted.",
+              runbook_url: std.rstripChars(c.runbook_base_url, '/') + "/HeliosOffloadStoresDropped.md",
+            },
+          } + h.forField(c["for"].HeliosOffloadStoresDropped),
+        ],
+      },
+      {
+        name: "helios-offload-inert",
+        rules: [
+          {
+            alert: "HeliosOffloadCacheInert",
+            expr: "(\n  sum without (generation, reason) (increase(helios_offload_lookup_misses_total{" + c.selector + ", reason=~\"too_short|no_checkpoint\"}[" + c.offload.inert_window + "])) > 0\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  sum without (generation) (increase(helios_offload_lookup_hits_total{" + c.selector + "}[" + c.offload.inert_window + "])) == 0\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  max without (generation) (helios_offload_geometry_min_reusable_tokens{" + c.selector + "})\n)\nunless on (" + c.cluster_label + ", job, instance)\n(\n  sum without (generation, reason) (increase(helios_offload_lookup_misses_total{" + c.selector + ", reason!~\"too_short|no_checkpoint\"}[" + c.offload.inert_window + "])) > 0\n)",
+            labels: {
+              severity: c.severity.HeliosOffloadCacheInert,
+            },
+            annotations: {
+              summary: "Host offload cache cannot hit on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }}",
+              description: "For " + c["for"].HeliosOffloadCacheInert + ", the engine on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }} looked up prefixes and nothing hit: {{ $value | humanize }} misses in the last " + c.offload.inert_window + ", every one too_short or no_checkpoint. The traffic's prompts are shorter than any checkpoint (helios_offload_geometry_min_reusable_tokens) or no checkpoint is made for them: the host tier cannot pay off for this traffic as configured.",
+              runbook_url: std.rstripChars(c.runbook_base_url, '/') + "/HeliosOffloadCacheInert.md",
+            },
+          } + h.forField(c["for"].HeliosOffloadCacheInert),
+        ],
+      },
+      {
         name: "helios-gpu",
         rules: [
           {

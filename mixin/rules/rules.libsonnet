@@ -116,6 +116,41 @@ local h = import '../lib/helios.libsonnet';
         ],
       },
       {
+        name: "helios-offload-stores.rules",
+        rules: [
+          {
+            record: "helios:offload_host_store_outcomes:per_lookup_rate" + c.rate_window,
+            expr: "sum without (generation) (rate(helios_offload_host_store_outcomes_total{" + c.selector + "}[" + c.rate_window + "]))\n/ on (" + c.cluster_label + ", job, instance) group_left ()\n(helios:offload_lookups:rate" + c.rate_window + "{" + c.selector + "} > 0)",
+          },
+          {
+            record: "helios:offload_host_restore_transfer_bytes:per_transfer_second_rate" + c.rate_window,
+            expr: "sum without (generation) (rate(helios_offload_host_restore_transfer_bytes_total{" + c.selector + "}[" + c.rate_window + "]))\n/\n(sum without (generation) (rate(helios_offload_host_restore_transfer_seconds_sum{" + c.selector + "}[" + c.rate_window + "])) > 0)",
+          },
+        ],
+      },
+      {
+        name: "helios-offload-tokens.rules",
+        rules: [
+          {
+            record: "helios:offload_prompt_tokens:rate" + c.rate_window,
+            expr: "sum without (generation) (rate(helios_offload_prompt_tokens_total{" + c.selector + "}[" + c.rate_window + "]))",
+          },
+          {
+            record: "helios:offload_prompt_tokens:ratio_rate" + c.rate_window,
+            expr: "helios:offload_prompt_tokens:rate" + c.rate_window + "{" + c.selector + "}\n/ ignoring (source) group_left ()\n(sum without (source) (helios:offload_prompt_tokens:rate" + c.rate_window + "{" + c.selector + "}) > 0)",
+          },
+        ],
+      },
+      {
+        name: "helios-offload-blocked.rules",
+        rules: [
+          {
+            record: "helios:offload_lookup_blocked_tokens:per_lookup_rate" + c.rate_window,
+            expr: "sum without (generation) (rate(helios_offload_lookup_blocked_tokens_total{" + c.selector + "}[" + c.rate_window + "]))\n/ on (" + c.cluster_label + ", job, instance) group_left ()\n(helios:offload_lookups:rate" + c.rate_window + "{" + c.selector + "} > 0)",
+          },
+        ],
+      },
+      {
         name: "helios-restore.rules",
         rules: [
           {

@@ -62,6 +62,9 @@ def test_check_test_config(root: Path, amtool: str, tmp_path: Path) -> None:
          "helios-ticket"),
         (["severity=warning", "alertname=HeliosExporterWebConfigReloadFailed"], "helios-ticket"),
         (["severity=info", "alertname=HeliosRestoreWindowOpen"], "helios-null"),
+        (["severity=warning", "alertname=HeliosOffloadStoresDropped", "outcome=dropped_full"],
+         "helios-ticket"),
+        (["severity=info", "alertname=HeliosOffloadCacheInert"], "helios-null"),
         (["alertname=SomethingWithoutSeverity"], "helios-ticket"),
         # The restore incident group: pages and the notices that say how they resolved.
         (["severity=critical", "alertname=HeliosRequestCutoffBreached"], "helios-page"),

@@ -165,5 +165,8 @@ def known_metrics(root: Path = ROOT) -> KnownMetrics:
     """The metric catalogue's families (an open row, such as the engine pass-through's
     `helios_engine_native_<name>`, by its prefix), the recording rules, and Prometheus' `up`."""
     names = set(PROMETHEUS_SERIES) | {f.name for f in catalogue.FAMILIES if not f.open}
+    # A histogram family is queried by its samples' names.
+    names |= {f"{f.name}{suffix}" for f in catalogue.FAMILIES
+              if f.type == "histogram" and not f.open for suffix in ("_bucket", "_sum", "_count")}
     names |= recording_rules(root / "alerts")
     return KnownMetrics(frozenset(names), tuple(f.prefix for f in catalogue.FAMILIES if f.open))

@@ -10,7 +10,9 @@ One stack serves the whole module (about 40 s):
   it drains and closes it after the restore. The restore dashboard is queried at a moment while
   the window is open and the engine is down, and its post-restore panels after the window
   closed.
-- engine B plays `reverse-replay` (row pressure while pages sit free); its sidecar reads GPUs from
+- engine B plays `reverse-replay` (row pressure while pages sit free) and serves snapshot schema 3
+  (the host tier's store outcomes, eviction ages, blocked and prompt tokens, restore transfers:
+  the offload dashboard's v3 row; its v1 fields are those of schema 1); its sidecar reads GPUs from
   the fake NVML library of tests/gpu (compiled here), whose UUIDs are set to engine B's ranks.
   The offload and GPU dashboards are queried on it.
 - Two clusters, as a global view (Thanos, Mimir) sees them: both sidecars are scraped with
@@ -208,7 +210,8 @@ def play(stack: Stack, tmp: Path) -> Live:
     engine_a, engine_a_url = stack.simulator("steady", "--seed", "3")
     sidecar_a, sidecar_a_url = stack.sidecar(engine_a_url, *RESTORE_SIDECAR,
                                              state_dir=tmp / "state-restore", name="sidecar-restore")
-    engine_b, engine_b_url = stack.simulator("reverse-replay", "--seed", "7", "--rate", "8")
+    engine_b, engine_b_url = stack.simulator("reverse-replay", "--seed", "7", "--rate", "8",
+                                             "--snapshot-version", "3")
     if library is not None:
         config = tmp / "gpus.conf"
         write_fake_gpus(config, engine_b_url)
@@ -296,6 +299,12 @@ def test_offload_panels(live: Live, dashboards: dict[str, Any]) -> None:
                                         if t.panel == "Row pressure with page headroom"),
                              values, live.closed_at)
     assert float(evidence["value"][1]) > 0
+    # ... and its forward passes hit: the host tier's payoff is a share above 0 and at most 1.
+    payoff = run_target(live, next(t for t in targets(offload) if t.panel == "Host tier payoff"),
+                        values, live.closed_at)
+    shares = {r["metric"]["source"]: max(float(v) for _, v in r["values"]) for r in payoff}
+    assert set(shares) == {"gpu_prefix", "host_restored"}, payoff
+    assert 0 < shares["host_restored"] <= 1, shares
 
 
 def test_gpu_panels(live: Live, dashboards: dict[str, Any]) -> None:

@@ -94,6 +94,10 @@ def test_merged_config_loads_in_amtool(merged_file: Path) -> None:
         (["alertname=HeliosExporterDown", "severity=warning"], "helios-ticket"),
         (["alertname=HeliosRestoreWindowOpen", "severity=info"], "helios-null"),
         (["alertname=HeliosRestoreWindowPodInhibitor", "severity=info"], "helios-null"),
+        # The offload evidence: info, never routed (kps's InfoInhibitor mutes nothing it needs).
+        (["alertname=HeliosOffloadCacheInert", "severity=info", "namespace=helios"], "helios-null"),
+        (["alertname=HeliosOffloadStoresDropped", "severity=warning", "namespace=helios"],
+         "helios-ticket"),
     ],
 )
 def test_routes(merged_file: Path, labels: list[str], receiver: str) -> None:
