@@ -1,6 +1,7 @@
 """The offload story from the sidecar's own `/metrics`: the tier's geometry, then for every replay
 pass (or every `period` seconds of other traffic) its lookups and hits, row- versus page-pressure
-evictions, and how many row evictions came while the page slab had headroom."""
+evictions, and how many row evictions came while the page slab had headroom; with a schema 3
+engine also where the prompt tokens came from and how the host stores ended."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ class Tier:
     capacity: dict[str, float] = field(default_factory=dict)
     record_bytes: dict[str, float] = field(default_factory=dict)
     budget: float | None = None
+    # Schema 3 (empty for a schema 1 engine): prompt tokens by source, stores by outcome.
+    tokens: dict[str, float] = field(default_factory=dict)
+    stores: dict[str, float] = field(default_factory=dict)
 
 
 def parse(text: str) -> Tier | None:
@@ -43,7 +47,9 @@ def parse(text: str) -> Tier | None:
              "helios_offload_eviction_attempts_total": ("attempts", "pressure"),
              "helios_offload_slab_free": ("free", "kind"),
              "helios_offload_slab_capacity": ("capacity", "kind"),
-             "helios_offload_slab_record_bytes": ("record_bytes", "kind")}
+             "helios_offload_slab_record_bytes": ("record_bytes", "kind"),
+             "helios_offload_prompt_tokens_total": ("tokens", "source"),
+             "helios_offload_host_store_outcomes_total": ("stores", "outcome")}
     values: dict[str, float] = {}
     maps: dict[str, dict[str, float]] = {name: {} for name, _ in keyed.values()}
     for s in samples:
@@ -81,7 +87,8 @@ def geometry(tier: Tier) -> str:
 
 
 def activity(before: Tier, now: Tier, what: str) -> list[str]:
-    """Two lines: `what`'s lookups and hits; evictions by pressure and the slabs' free records."""
+    """`what`'s lookups and hits; evictions by pressure and the slabs' free records; with a
+    schema 3 engine a third line (`_v3`)."""
     lookups, hits = now.lookups - before.lookups, now.hits - before.hits
     misses = {r: v - before.misses.get(r, 0.0) for r, v in now.misses.items()}
     missed = ", ".join(f"{r} {_count(v)}" for r, v in sorted(misses.items(), key=lambda i: -i[1])
@@ -94,7 +101,20 @@ def activity(before: Tier, now: Tier, what: str) -> list[str]:
     second = (f"row evictions {_count(rows)} ({_count(headroom)} while >= "
               f"{defaults.PAGE_HEADROOM_RATIO:.0%} of pages were free), page evictions "
               f"{_count(pages)}; free now: {slabs(now)}")
-    return [first, INDENT + second]
+    return [first, INDENT + second, *_v3(before, now)]
+
+
+def _v3(before: Tier, now: Tier) -> list[str]:
+    """Where the prompt tokens came from and how the host stores ended (schema 3 only)."""
+    if not now.tokens or not now.stores:
+        return []
+    tokens = {k: v - before.tokens.get(k, 0.0) for k, v in now.tokens.items()}
+    stores = {k: v - before.stores.get(k, 0.0) for k, v in now.stores.items()}
+    total = sum(tokens.values())
+    split = ", ".join(f"{k.replace('_', ' ')} {v / total:.0%}" for k, v in tokens.items()
+                      ) if total else "none looked up"
+    ended = ", ".join(f"{k.replace('_', ' ')} {_count(v)}" for k, v in stores.items())
+    return [INDENT + f"prompt tokens: {split}; host stores: {ended}"]
 
 
 def slabs(tier: Tier) -> str:
@@ -147,6 +167,6 @@ class OffloadNarrator:
 
     def _report(self, tier: Tier, what: str) -> list[str]:
         assert self.base is not None
-        first, second = activity(self.base, tier, what)
+        first, *rest = activity(self.base, tier, what)
         self.base = tier
-        return [self.stamp("offload", first), second]
+        return [self.stamp("offload", first), *rest]

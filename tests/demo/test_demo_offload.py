@@ -61,6 +61,12 @@ def test_each_pass_with_its_hits_and_row_pressure_while_pages_sit_free(tmp_path:
     assert "row evictions 624 (624 while >= 25% of pages were free), page evictions 0" in text
     assert text.count("free now: rows 0/512 (0%), pages 22528/24576 (92%)") == 3
     assert "as far as the last poll saw" not in text
+    # Schema 3 (the simulator's default): where the tokens came from, how the stores ended.
+    v3 = [line for line in lines if "prompt tokens:" in line]
+    assert len(v3) == 3
+    assert "computed 100%, gpu prefix 0%, host restored 0%" in v3[0]
+    assert "host stores: stored 624, dropped full 0, dropped ineligible 0, failed 0" in v3[0]
+    assert "host restored 0%" not in v3[2]  # the reverse pass restores from the host
 
 
 def test_a_pass_seen_only_past_its_end_says_so(tmp_path: Path) -> None:
