@@ -57,7 +57,8 @@ COLLECTORS: Final = ("offload", "pins", "passthrough", "restore", "exporter", "h
 # alerts' window memory (alerts/config.yaml).
 COLLECTOR_SERIES: dict[str, str] = {
     "offload": "the engine and offload series (helios_engine_up, helios_engine_ranks, "
-               "helios_engine_inflight_requests, helios_offload_*, helios_monitoring_generation_*); "
+               "helios_engine_admission_open, helios_engine_inflight_requests, helios_offload_*, "
+               "helios_monitoring_generation_*); "
                "the offload alerts cannot fire",
     "pins": "helios_engine_pin_ok; HeliosEnginePinMismatch cannot fire",
     "passthrough": "the engine's re-exported families (helios_engine_native_*)",
@@ -67,14 +68,16 @@ COLLECTOR_SERIES: dict[str, str] = {
                "HeliosRestoreCheckFailed, HeliosEngineSnapshotFailing and "
                "HeliosEngineRestartedOutsideWindow cannot fire",
     "exporter": "the sidecar's source health (helios_exporter_source_*, "
-                "helios_exporter_engine_*, helios_exporter_poll_*); HeliosEngineSnapshotFailing "
-                "cannot fire",
+                "helios_exporter_engine_*, helios_exporter_snapshot_*, helios_exporter_poll_*); "
+                "HeliosEngineSnapshotFailing cannot fire",
     "host": "the engine process and host memory series (helios_engine_process_*, "
             "helios_host_memory_*)",
     "experiment": "the open experiment phases (helios_experiment_phase_*)",
     "gpu": "the GPU series (helios_gpu_*); HeliosGpuLost and HeliosGpuPowerAtLimit cannot fire",
     "http": "the sidecar's HTTP server series (helios_exporter_http_*, "
-            "helios_exporter_web_config_*)",
+            "helios_exporter_web_config_*, helios_exporter_tls_*); "
+            "HeliosExporterCertificateExpiring and HeliosExporterCertificateExpiryImminent "
+            "cannot fire",
     "build_info": "helios_exporter_build_info",
     "process": "the sidecar's process series (process_*: CPU, memory, file descriptors)",
     "platform": "python_info",

@@ -231,3 +231,13 @@ def test_what_a_failing_collector_leaves_out_is_its_own() -> None:
             hits = [f for f in mine if (f.name.startswith(prefix) or f.prefix.startswith(prefix))
                     if said.endswith("*") or f.name == said]
             assert hits, f"{collector}: {said} is none of its families"
+
+
+def test_what_a_failing_collector_leaves_out_names_all_its_families() -> None:
+    """... and names every one of them, by its name or a prefix with `*`: the on-call person
+    reads there what went missing."""
+    for collector, text in COLLECTOR_SERIES.items():
+        said = re.findall(r"\b(?:helios|process|python)_[a-z_]*\*?", text)
+        for f in (f for f in catalogue.FAMILIES if f.collector == collector):
+            assert any(f.prefix.startswith(s.rstrip("*")) if s.endswith("*") else f.name == s
+                       for s in said), f"{collector}: {f.name} is not named in COLLECTOR_SERIES"
