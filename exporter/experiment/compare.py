@@ -46,6 +46,10 @@ OTHER_OUTPUT: Final = "another output (output_sha256 differs)"
 # their outputs must keep the fixed length, and the semantic gate judges the text. An allocator
 # change must not change a single output.
 TEXT_MAY_CHANGE: Final = frozenset({"runtime", "quantization", "speculation"})
+# (v3) the deltas of stores not made; a candidate showing the first or the last where the
+# baseline did not is noted (dropped_ineligible follows from the corpus: shown only)
+STORE_DROPS: Final = ("stores_dropped_full", "stores_dropped_ineligible", "stores_failed")
+DROPS: Final = (("stores_dropped_full", "dropped full"), ("stores_failed", "failed"))
 GATES: Final = ("identity", "repetitions", "accounting", "strict output", "counter evidence",
                 "primary", "protected", "semantic")
 
@@ -141,10 +145,35 @@ def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any], primary: 
             out.notes.append(f"lane {row.name}: the pooled change ({pct(row.change, sign=True)}) "
                              f"is smaller than the spread between repetitions "
                              f"({pct(max(spreads))})")
+    out.notes += _drop_notes(out.lanes)
     if out.refusals:
         out.exit_code = CANNOT_COMPARE
     elif any(g.status in (FAILS, NOT_EVALUATED, CANNOT) for g in out.gates):
         out.exit_code = NOT_ADMITTED
+    return out
+
+
+def _drop_notes(lanes: Sequence[Lane]) -> list[str]:
+    """Notes, not a gate: a lane whose candidate dropped stores (dropped full, or failed) where
+    its baseline did not, summed over the measured passes; and where either arm does not say."""
+    out, unknown = [], []
+    for row in lanes:
+        new = []
+        for key, label in DROPS:
+            b, c = row.baseline.total(key), row.candidate.total(key)
+            if b is None or c is None:
+                unknown.append(row.name)
+                break
+            if c and not b:
+                new.append(f"{label} 0 -> {c:,g}")
+        if new:
+            out.append(f"lane {row.name}: the candidate dropped stores where the baseline did "
+                       f"not ({'; '.join(new)}, measured passes summed): it kept less in the host "
+                       "tier")
+    if unknown:
+        out.append(f"store outcomes unknown in lane {', '.join(dict.fromkeys(unknown))} (an "
+                   "arm's engine snapshot has no host.store_outcomes, schema 1): whether the "
+                   "candidate drops stores the baseline kept is not known")
     return out
 
 

@@ -8,10 +8,12 @@ from exporter.experiment.compare import (
     CANNOT_COMPARE,
     FAILS,
     NOT_EVALUATED,
+    STORE_DROPS,
     Comparison,
     pct,
 )
 from exporter.experiment.deltas import quantile
+from exporter.experiment.repetitions import LaneArm
 
 SIMULATED = ("SIMULATED: the evidence comes from the simulated engine (helios-exporter simulate): "
              "it exercises this gate, it measures nothing about Helios.")
@@ -37,9 +39,26 @@ def _identity(c: Comparison) -> list[str]:
     return [*lines, ""]
 
 
+def _drops(arm: LaneArm) -> str:
+    totals = [arm.total(key) for key in STORE_DROPS]
+    return "-" if all(t is None for t in totals) else "/".join(_n(t) for t in totals)
+
+
+def _blocked(arm: LaneArm) -> str:
+    blocked = arm.blocked_tokens
+    if blocked is None:
+        return "-"
+    total = sum(blocked.values())
+    if not total:
+        return "0"
+    top = max(sorted(blocked), key=lambda reason: blocked[reason])
+    return f"{_n(total)} ({pct(blocked[top] / total)} {top})"
+
+
 def _lanes(c: Comparison) -> list[str]:
     header = (f"{'lane':<16} {'role':<9} {'arm':<9} {'reps':>4} {'req/rep':>8} {'requests':>9} "
-              f"{'out tok':>9} {'mean':>10} {'spread':>7}  {'p50*':>9} {'p95*':>9}")
+              f"{'out tok':>9} {'mean':>10} {'spread':>7}  {'p50*':>9} {'p95*':>9}  "
+              f"{'dropped f/i/x':>13}  blocked tokens")
     lines = ["lanes (measured passes; latency: the engine's histogram, sum over count):", header,
              "-" * len(header)]
     for row in c.lanes:
@@ -52,13 +71,16 @@ def _lanes(c: Comparison) -> list[str]:
                 f"{row.role if label == 'baseline' else '':<9} {label:<9} {len(arm.reps):>4} "
                 f"{per_rep:>8} {_n(arm.total_count):>9} {_n(arm.output_tokens):>9} "
                 f"{_s(arm.mean):>10} {spread:>7}  {_s(quantile(0.5, arm.buckets)):>9} "
-                f"{_s(quantile(0.95, arm.buckets)):>9}")
+                f"{_s(quantile(0.95, arm.buckets)):>9}  {_drops(arm):>13}  {_blocked(arm)}")
         if row.change is not None:
             lines.append(f"{'':<27}pooled change {pct(row.change, sign=True)} (shown; the gate "
                          "reads the pairs)")
     return [*lines, "", "* p50/p95 are estimated from the latency histogram's buckets (linear "
             "within a bucket) and do not gate.",
-            "spread = (slowest - fastest repetition mean) / pooled mean.", ""]
+            "spread = (slowest - fastest repetition mean) / pooled mean.",
+            "dropped f/i/x: host stores dropped full / dropped ineligible / failed; blocked "
+            "tokens: prompt tokens misses left to compute (the largest reason's share); both "
+            "summed over the measured passes, - where the engine does not report them.", ""]
 
 
 def _repetitions(c: Comparison) -> list[str]:

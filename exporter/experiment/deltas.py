@@ -30,6 +30,13 @@ COUNTERS: Final = {
     "page_pressure_attempts": "evictions.page.attempts",
     "retired_leaves_row": "retired_leaves.row",
     "ancestor_row_compactions": "ancestor_row_compactions",
+    # (v3) stores the engine chose to make but did not, and the prompt tokens by source
+    "stores_dropped_full": "host.store_outcomes.dropped_full",
+    "stores_dropped_ineligible": "host.store_outcomes.dropped_ineligible",
+    "stores_failed": "host.store_outcomes.failed",
+    "prompt_tokens_computed": "prompt_tokens.computed",
+    "prompt_tokens_gpu_prefix": "prompt_tokens.gpu_prefix",
+    "prompt_tokens_host_restored": "prompt_tokens.host_restored",
 }
 
 
@@ -47,6 +54,10 @@ def deltas(begin: Capture, end: Capture) -> dict[str, Any]:
     out: dict[str, Any] = {name: _counter(begin, end, key) for name, key in COUNTERS.items()}
     out["misses"] = {r: d for r in MISS_REASONS
                      if (d := _counter(begin, end, f"lookups.misses.{r}")) is not None}
+    # (v3) None, not {}, when the engine reports no blocked tokens: unknown, never 0
+    blocked = {r: d for r in MISS_REASONS
+               if (d := _counter(begin, end, f"lookups.blocked_tokens.{r}")) is not None}
+    out["blocked_tokens"] = blocked or None
     out["misses_raw"] = {k: v - begin.misses_raw.get(k, 0) for k, v in end.misses_raw.items()
                          if v - begin.misses_raw.get(k, 0)}
     headroom = _diff(begin.headroom_total, end.headroom_total)

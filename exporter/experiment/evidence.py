@@ -251,6 +251,7 @@ def figures(phase: Mapping[str, Any]) -> dict[str, Any]:
         return slab["free"] / slab["capacity"] if slab and slab.get("capacity") else None
 
     latency = d.get("e2e_latency_seconds")
+    blocked = d.get("blocked_tokens")
     return {
         "requests": requests,
         "lookups": d.get("lookups"),
@@ -259,6 +260,12 @@ def figures(phase: Mapping[str, Any]) -> dict[str, Any]:
         "misses_raw": d.get("misses_raw") or {},
         "tokens_reused_per_request": per_request(d.get("prompt_tokens_reused"), requests),
         "stores_per_request": per_request(d.get("host_stores"), requests),
+        # (v3) None where the engine does not report them (schema 1) or no request finished
+        "stores_dropped_full": d.get("stores_dropped_full"),
+        "stores_dropped_ineligible": d.get("stores_dropped_ineligible"),
+        "stores_failed": d.get("stores_failed"),
+        "blocked_tokens_per_request": None if blocked is None or not requests else {
+            reason: n / requests for reason, n in blocked.items() if n},
         "host_tokens_restored": d.get("host_tokens_restored"),
         "row_pressure_attempts": d.get("row_pressure_attempts"),
         "row_pressure_with_page_headroom": d.get("row_pressure_with_page_headroom"),

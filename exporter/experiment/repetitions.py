@@ -77,6 +77,25 @@ class LaneArm:
     def buckets(self) -> list[tuple[float, float]]:
         return sum_buckets(r.latency for r in self.reps)
 
+    def total(self, key: str) -> float | None:
+        """A delta of the measured passes summed over the repetitions (None: unknown in one)."""
+        values = [r.deltas.get(key) for r in self.reps]
+        if not values or None in values:
+            return None
+        return float(sum(v or 0 for v in values))
+
+    @property
+    def blocked_tokens(self) -> dict[str, float] | None:
+        """(v3) Blocked tokens by reason of the measured passes, summed (None: unknown in one)."""
+        out: dict[str, float] = {}
+        for r in self.reps:
+            blocked = r.deltas.get("blocked_tokens")
+            if blocked is None:
+                return None
+            for reason, n in blocked.items():
+                out[reason] = out.get(reason, 0.0) + float(n)
+        return out if self.reps else None
+
     @property
     def output_tokens(self) -> int | None:
         tokens = [r.output_tokens for r in self.reps]

@@ -81,6 +81,21 @@ def _misses(f: Mapping[str, Any]) -> str:
     return ", ".join(f"{n:,} {reason}" for reason, n in sorted(misses.items(), key=lambda x: -x[1]))
 
 
+def _drops(f: Mapping[str, Any]) -> str:
+    counts = [f[k] for k in ("stores_dropped_full", "stores_dropped_ineligible", "stores_failed")]
+    return "-" if all(n is None for n in counts) else " / ".join(_n(n) for n in counts)
+
+
+def _blocked(f: Mapping[str, Any]) -> str:
+    blocked = f["blocked_tokens_per_request"]
+    if blocked is None:
+        return "-"
+    if not blocked:
+        return "0"
+    return ", ".join(f"{n:,.0f} {reason}" for reason, n in sorted(blocked.items(),
+                                                                   key=lambda x: -x[1]))
+
+
 def markdown(doc: Mapping[str, Any], picture: str | None, picture_missing: str | None) -> str:
     phases = doc.get("phases") or []
     simulated = bool(doc.get("simulated"))
@@ -110,17 +125,19 @@ def markdown(doc: Mapping[str, Any], picture: str | None, picture_missing: str |
         lines += [f"- **{v}**: {READING[v]}" for v in shown if v in READING]
         lines.append("")
     lines += ["## Phases", "",
-              "| phase | valid | requests | lookups | hits | misses by reason | tokens reused / "
-              "request | stores / request | host tokens restored | row-pressure attempts | of "
-              "them with page headroom | page free, begin -> end | mean latency |",
-              "| --- " * 13 + "|"]
+              "| phase | valid | requests | lookups | hits | misses by reason | blocked tokens / "
+              "request | tokens reused / request | stores / request | stores dropped full / "
+              "ineligible / failed | host tokens restored | row-pressure attempts | of them with "
+              "page headroom | page free, begin -> end | mean latency |",
+              "| --- " * 15 + "|"]
     for p in phases:
         f = figures(p)
         valid = {True: "yes", False: "**no**", None: "open"}[p.get("valid")]
         lines.append(
             f"| `{p['name']}` | {valid} | {_n(f['requests'])} | {_n(f['lookups'])} | "
-            f"{_n(f['hits'])} | {_misses(f)} | {_n(f['tokens_reused_per_request'], 1)} | "
-            f"{_n(f['stores_per_request'], 1)} | {_n(f['host_tokens_restored'])} | "
+            f"{_n(f['hits'])} | {_misses(f)} | {_blocked(f)} | "
+            f"{_n(f['tokens_reused_per_request'], 1)} | {_n(f['stores_per_request'], 1)} | "
+            f"{_drops(f)} | {_n(f['host_tokens_restored'])} | "
             f"{_n(f['row_pressure_attempts'])} | {_n(f['row_pressure_with_page_headroom'])} | "
             f"{_pct(f['page_free_begin'])} -> {_pct(f['page_free_end'])} | "
             f"{_seconds(f['mean_latency_seconds'])} |")
@@ -145,7 +162,11 @@ def markdown(doc: Mapping[str, Any], picture: str | None, picture_missing: str |
                   for n, m in keyed.items() if m]
         lines.append("")
     lines += ["Per request: divided by the requests the engine finished in the phase (its "
-              "end-to-end latency histogram's count). Row pressure with page headroom: "
+              "end-to-end latency histogram's count). Blocked tokens: the prompt tokens a missed "
+              "lookup left to be computed (less those found on the GPU), by miss reason. Stores "
+              "dropped: checkpoint stores the engine chose to make but did not (no record could "
+              "be freed; never storable; a host copy that failed). `-`: the engine does not "
+              "report it (snapshot schema 1). Row pressure with page headroom: "
               "row-pressure eviction attempts made while at least 25% of the page slab was free "
               "at both ends of the poll interval they fell in. Mean latency: the engine's "
               "histogram (sum over count), as the engine measured it.", ""]

@@ -57,6 +57,14 @@ class Deltas(_Part):
     row_pressure_attempts: Count | None = None
     row_pressure_with_page_headroom: Count | None = None
     e2e_latency_seconds: Latency | None = None
+    # (v3) null from an engine whose snapshot lacks the section (schema 1): unknown, never 0
+    stores_dropped_full: Count | None = None
+    stores_dropped_ineligible: Count | None = None
+    stores_failed: Count | None = None
+    blocked_tokens: dict[str, Count] | None = None
+    prompt_tokens_computed: Count | None = None
+    prompt_tokens_gpu_prefix: Count | None = None
+    prompt_tokens_host_restored: Count | None = None
 
 
 class Slab(_Part):

@@ -29,6 +29,9 @@ DECLARED = {"runtime": "helios-2.14.0+47581cca", "quantization": "w4a16", "specu
             "recipe": "tp2-c1", "power_limit": "300W"}
 TOKENS = 32  # output tokens per request, fixed by the corpus
 PROMPT = 3100
+GPU_PREFIX = 9  # prompt tokens per request found on the GPU
+REASONS = ("no_prefix", "key_mismatch", "no_checkpoint", "not_durable", "evicted", "too_short",
+           "other")
 
 
 def sha(text: str) -> str:
@@ -41,15 +44,31 @@ def histogram(values: Sequence[float]) -> dict[str, Any]:
     return {"count": float(len(values)), "sum": float(sum(values)), "buckets": buckets}
 
 
+def _v3(c: dict[str, Any]) -> dict[str, int]:
+    """The counters a schema 3 snapshot adds (as the sidecar keys them: every blocked-token
+    reason zero-filled): each missed lookup (`evicted`) blocks its prompt less the GPU prefix."""
+    misses = c["lookups"] - c["hits"]
+    return {"host.store_outcomes.stored": c["stored"],
+            "host.store_outcomes.dropped_full": c["dropped_full"],
+            "host.store_outcomes.dropped_ineligible": c["dropped_ineligible"],
+            "host.store_outcomes.failed": c["failed"],
+            **{f"lookups.blocked_tokens.{r}": 0 for r in REASONS},
+            "lookups.blocked_tokens.evicted": misses * (PROMPT - GPU_PREFIX),
+            "prompt_tokens.computed": c["prompt"] - c["reused"],
+            "prompt_tokens.gpu_prefix": c["reused"] - c["restored"],
+            "prompt_tokens.host_restored": c["restored"]}
+
+
 def _capture(at: float, generation: str, c: dict[str, Any], identity: dict[str, str],
-             slabs: dict[str, Any], budget: int) -> dict[str, Any]:
+             slabs: dict[str, Any], budget: int, v3: bool = False) -> dict[str, Any]:
     return {"at": at, "generation": generation, "identity": dict(identity),
             "budget_bytes": budget, "slabs": copy.deepcopy(slabs), "ranks": 2, "inflight": 0,
             "counters": {"lookups.total": c["lookups"], "lookups.hits": c["hits"],
                          "lookups.misses.evicted": c["lookups"] - c["hits"],
                          "host.prompt_tokens_reused": c["reused"],
                          "host.tokens_restored": c["restored"],
-                         "evictions.row.attempts": c["row"], "evictions.page.attempts": 0},
+                         "evictions.row.attempts": c["row"], "evictions.page.attempts": 0,
+                         **(_v3(c) if v3 else {})},
             "misses_raw": {}, "row_pressure_with_page_headroom_total": c["headroom"],
             "requests": float(c["requests"]), "prompt_tokens": float(c["prompt"]),
             "generation_tokens": float(c["generated"]),
@@ -60,7 +79,12 @@ def _deltas(b: dict[str, Any], e: dict[str, Any]) -> dict[str, Any]:
     def d(key: str) -> Any:
         return e["counters"][key] - b["counters"][key]
 
+    def known(key: str) -> Any:
+        return d(key) if key in e["counters"] else None
+
     hb, he = b["e2e_latency_seconds"], e["e2e_latency_seconds"]
+    blocked = {r: d(f"lookups.blocked_tokens.{r}") for r in REASONS
+               if f"lookups.blocked_tokens.{r}" in e["counters"]}
     return {"lookups": d("lookups.total"), "hits": d("lookups.hits"),
             "misses": {"evicted": d("lookups.misses.evicted")}, "misses_raw": {},
             "prompt_tokens_reused": d("host.prompt_tokens_reused"),
@@ -70,6 +94,13 @@ def _deltas(b: dict[str, Any], e: dict[str, Any]) -> dict[str, Any]:
                                                 - b["row_pressure_with_page_headroom_total"]),
             "page_pressure_attempts": d("evictions.page.attempts"),
             "retired_leaves_row": None, "ancestor_row_compactions": None,
+            "stores_dropped_full": known("host.store_outcomes.dropped_full"),
+            "stores_dropped_ineligible": known("host.store_outcomes.dropped_ineligible"),
+            "stores_failed": known("host.store_outcomes.failed"),
+            "blocked_tokens": blocked or None,
+            "prompt_tokens_computed": known("prompt_tokens.computed"),
+            "prompt_tokens_gpu_prefix": known("prompt_tokens.gpu_prefix"),
+            "prompt_tokens_host_restored": known("prompt_tokens.host_restored"),
             "requests": e["requests"] - b["requests"],
             "prompt_tokens": e["prompt_tokens"] - b["prompt_tokens"],
             "generation_tokens": e["generation_tokens"] - b["generation_tokens"],
@@ -91,8 +122,9 @@ class Arm:
 
     def __init__(self, label: str = "base", identity: dict[str, str] | None = None,
                  slabs: dict[str, Any] | None = None, budget: int = BUDGET,
-                 declared: dict[str, str] | None = None) -> None:
+                 declared: dict[str, str] | None = None, v3: bool = False) -> None:
         self.label = label
+        self.v3 = v3  # the engine's snapshot is schema 3 (store outcomes, blocked tokens)
         self.identity = identity or IDENTITY
         self.slabs = slabs or GEOMETRY
         self.budget = budget
@@ -116,20 +148,28 @@ class Arm:
                 "record": f"{self.label}/{lane}/probe.json"}
 
     def lane(self, name: str, means: Sequence[float], n: int = 52, prime: float = 0.45,
-             hits: int = 0, row_pressure: int = 624, tokens: int = TOKENS) -> Arm:
+             hits: int = 0, row_pressure: int = 624, tokens: int = TOKENS,
+             drops: tuple[int, int, int] = (0, 0, 0)) -> Arm:
+        """`drops`: stores dropped full, dropped ineligible and failed in each pass (v3)."""
+        full, ineligible, failed = drops
         for r, mean in enumerate(means, 1):
             generation = f"g-{self.label}-{name}-{r}"
             counts: dict[str, Any] = {"lookups": 0, "hits": 0, "reused": 0, "restored": 0,
                                       "row": 0, "headroom": 0, "requests": 0, "prompt": 0,
-                                      "generated": 0, "latencies": []}
+                                      "generated": 0, "latencies": [], "stored": 0,
+                                      "dropped_full": 0, "dropped_ineligible": 0, "failed": 0}
             previous = None
             for phase, values, phase_hits in ((f"{name}/{r}/forward-1", [prime] * n, 0),
                                               (f"{name}/{r}", [mean] * n, hits)):
                 begin = _capture(self.at, generation, counts, self.identity, self.slabs,
-                                 self.budget)
+                                 self.budget, self.v3)
                 counts = {**counts, "lookups": counts["lookups"] + n,
                           "hits": counts["hits"] + phase_hits,
-                          "reused": counts["reused"] + n * 9 + phase_hits * 2000,
+                          "stored": counts["stored"] + n - full - ineligible - failed,
+                          "dropped_full": counts["dropped_full"] + full,
+                          "dropped_ineligible": counts["dropped_ineligible"] + ineligible,
+                          "failed": counts["failed"] + failed,
+                          "reused": counts["reused"] + n * GPU_PREFIX + phase_hits * 2000,
                           "restored": counts["restored"] + phase_hits * 2000,
                           "row": counts["row"] + row_pressure,
                           "headroom": counts["headroom"] + row_pressure,
@@ -139,7 +179,7 @@ class Arm:
                           "latencies": [*counts["latencies"], *values]}
                 self.at += 30
                 end = _capture(self.at, generation, counts, self.identity, self.slabs,
-                               self.budget)
+                               self.budget, self.v3)
                 self.phases.append(phase_json(phase, begin, end))
                 self.passes.append(self._pass(phase, name, r, len(means), previous, n, tokens))
                 previous = phase

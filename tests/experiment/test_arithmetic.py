@@ -15,6 +15,7 @@ from exporter.experiment.book import decode, encode, phase_json
 from exporter.experiment.deltas import deltas, problems, quantile, verdict
 from exporter.experiment.evidence import judge, parse_pair
 from exporter.experiment.probe import CorpusError, parse_orders, plan, read_corpus
+from exporter.labels import MISS_REASONS
 
 
 def capture(generation: str = "g-1", **counters: int) -> cap.Capture:
@@ -62,6 +63,41 @@ def test_deltas_between_captures() -> None:
                                         "buckets": [["0.3", 9.0], ["0.4", 52.0], ["+Inf", 52.0]]}
     assert d["host_stores"] is None  # absent from the snapshot: unknown, not 0
     assert problems(a, b) == []
+
+
+V3_DELTAS = ("stores_dropped_full", "stores_dropped_ineligible", "stores_failed",
+             "prompt_tokens_computed", "prompt_tokens_gpu_prefix", "prompt_tokens_host_restored")
+
+
+def v3_counters(full: int, failed: int, evicted_tokens: int) -> dict[str, int]:
+    """Schema 3's counters as exporter.derive.offload_counters keys them (reasons zero-filled)."""
+    blocked = {f"lookups__blocked_tokens__{r}": 0 for r in MISS_REASONS}
+    return {**blocked, "lookups__blocked_tokens__evicted": evicted_tokens,
+            "host__store_outcomes__stored": 40, "host__store_outcomes__dropped_full": full,
+            "host__store_outcomes__dropped_ineligible": 3, "host__store_outcomes__failed": failed,
+            "prompt_tokens__computed": 9000 + evicted_tokens, "prompt_tokens__gpu_prefix": 90,
+            "prompt_tokens__host_restored": 2 * full}
+
+
+def test_v3_deltas_drops_blocked_tokens_and_prompt_sources() -> None:
+    d = deltas(capture(**v3_counters(full=2, failed=0, evicted_tokens=100)),
+               capture(**v3_counters(full=9, failed=1, evicted_tokens=3191)))
+    assert (d["stores_dropped_full"], d["stores_dropped_ineligible"], d["stores_failed"]) == (
+        7, 0, 1)
+    assert d["blocked_tokens"] == {**dict.fromkeys(MISS_REASONS, 0), "evicted": 3091}
+    assert (d["prompt_tokens_computed"], d["prompt_tokens_gpu_prefix"],
+            d["prompt_tokens_host_restored"]) == (3091, 0, 14)
+    assert json.loads(json.dumps(d)) == d
+
+
+def test_v1_deltas_of_schema_3_are_unknown_never_0() -> None:
+    d = deltas(capture(), capture())  # a schema 1 engine: none of schema 3's counters
+    assert {k: d[k] for k in (*V3_DELTAS, "blocked_tokens")} == dict.fromkeys(
+        (*V3_DELTAS, "blocked_tokens"), None)
+    assert json.dumps(d["blocked_tokens"]) == "null"
+    # one capture without the section (a broken section is left out): unknown too
+    d = deltas(capture(), capture(**v3_counters(full=9, failed=1, evicted_tokens=3191)))
+    assert d["stores_dropped_full"] is None and d["blocked_tokens"] is None
 
 
 def test_problems_name_a_restart_and_a_decrease() -> None:

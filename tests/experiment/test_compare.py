@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from evidence_builder import (
     DECLARED,
+    GPU_PREFIX,
     IDENTITY,
+    PROMPT,
     WIDER,
     Arm,
     drop,
@@ -503,6 +505,10 @@ def test_simulated_evidence_says_so(tmp_path: Path, capsys: pytest.CaptureFixtur
         "count": 1, "sum": 0.3, "buckets": [["fast", 1]]}}}]},
      "phases[0].deltas.e2e_latency_seconds.buckets: bucket 0: bound 'fast' is not a number"),
     ({"phases": [{"name": "a/1"}, {"name": "a/1"}]}, "phases: the names a/1 occur"),
+    ({"phases": [{"name": "probe-52/1", "deltas": {"stores_dropped_full": "7"}}]},
+     "phases[0].deltas.stores_dropped_full: "),
+    ({"phases": [{"name": "probe-52/1", "deltas": {"blocked_tokens": {"evicted": -1}}}]},
+     "phases[0].deltas.blocked_tokens.evicted: "),
     ({"phases": [], "passes": [{"phase": "a/1", "sent": "52", "failed": 0,
                                 "sequence_sha256": "0" * 64}]}, "passes[0].sent: "),
     ({"phases": [], "passes": [{"phase": "a/1", "sent": 52, "failed": 0,
@@ -523,3 +529,73 @@ def test_malformed_evidence_is_refused_naming_the_field(
     assert exit_info.value.code == 2, err
     assert f"helios-exporter compare: {bad}: not a usable evidence.json: {field}" in err
     assert "Traceback" not in err
+
+
+def lanes_row(out: str, lane: str, arm: str) -> list[str]:
+    """The cells of one arm's row of the lanes table (the lane's name is on the baseline's)."""
+    table = out.split("lanes (")[1].split("\n\n", maxsplit=1)[0].splitlines()
+    at = next(i for i, line in enumerate(table) if line.startswith(f"{lane} "))
+    line = table[at] if arm == "baseline" else table[at + 1]
+    assert line.split()[2 if arm == "baseline" else 0] == arm, line
+    return line.split()
+
+
+STORE_NOTE = "the candidate dropped stores where the baseline did not"
+
+
+def test_compare_shows_drops_and_blocked_tokens_per_arm(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = base_arm(v3=True).doc()
+    cand = Arm("cand", slabs=WIDER, v3=True).lane("probe-52", FAST, hits=43, drops=(0, 1, 0)) \
+        .lane("small-12", SMALL, n=12, row_pressure=0).doc()
+    code, out = run(tmp_path, base, cand, capsys=capsys)
+    assert code == 0, out  # a note, never a gate
+    blocked = 3 * 52 * (PROMPT - GPU_PREFIX)  # every measured lookup of the baseline missed
+    assert lanes_row(out, "probe-52", "baseline")[-4:] == ["0/0/0", f"{blocked:,}", "(100.0%",
+                                                           "evicted)"]
+    assert lanes_row(out, "probe-52", "candidate")[-4:] == [
+        "0/3/0", f"{3 * 9 * (PROMPT - GPU_PREFIX):,}", "(100.0%", "evicted)"]
+    assert "dropped f/i/x: host stores dropped full / dropped ineligible / failed" in out
+    assert STORE_NOTE not in out  # dropped ineligible follows from the corpus
+    assert "store outcomes unknown" not in out
+
+
+@pytest.mark.parametrize(("base_drops", "cand_drops", "note"), [
+    ((0, 0, 0), (4, 0, 0), "(dropped full 0 -> 12, measured passes summed)"),
+    ((0, 0, 0), (0, 0, 1), "(failed 0 -> 3, measured passes summed)"),
+    ((0, 0, 0), (2, 0, 1), "(dropped full 0 -> 6; failed 0 -> 3, measured passes summed)"),
+    ((1, 0, 0), (4, 0, 0), None),  # the baseline dropped full too
+    ((0, 0, 0), (0, 5, 0), None),
+])
+def test_a_candidate_that_drops_stores_the_baseline_kept_is_noted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], base_drops: tuple[int, int, int],
+        cand_drops: tuple[int, int, int], note: str | None) -> None:
+    base = Arm("base", v3=True).lane("probe-52", BASE, drops=base_drops).lane(
+        "small-12", SMALL, n=12, row_pressure=0)
+    cand = Arm("cand", slabs=WIDER, v3=True).lane("probe-52", FAST, drops=cand_drops).lane(
+        "small-12", SMALL, n=12, row_pressure=0)
+    code, out = run(tmp_path, base.doc(), cand.doc(), capsys=capsys)
+    assert code == 0, out
+    shown = "/".join(f"{3 * n:,}" for n in cand_drops)
+    assert lanes_row(out, "probe-52", "candidate")[-4] == shown
+    notes = [line for line in out.splitlines() if STORE_NOTE in line]
+    if note is None:
+        assert notes == [], out
+    else:
+        assert notes == [f"note: lane probe-52: {STORE_NOTE} {note}: it kept less in the host "
+                         "tier"], out
+
+
+def test_drops_unknown_in_an_arm_are_shown_unknown_never_0(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a schema 1 baseline: no store outcomes, no blocked tokens; the candidate drops
+    cand = Arm("cand", slabs=WIDER, v3=True).lane("probe-52", FAST, drops=(4, 0, 0)).lane(
+        "small-12", SMALL, n=12, row_pressure=0)
+    code, out = run(tmp_path, base_arm().doc(), cand.doc(), capsys=capsys)
+    assert code == 0, out
+    assert lanes_row(out, "probe-52", "baseline")[-2:] == ["-", "-"]
+    assert lanes_row(out, "probe-52", "candidate")[-4] == "12/0/0"
+    assert STORE_NOTE not in out
+    assert ("note: store outcomes unknown in lane probe-52, small-12 (an arm's engine snapshot "
+            "has no host.store_outcomes, schema 1): whether the candidate drops stores the "
+            "baseline kept is not known") in out
