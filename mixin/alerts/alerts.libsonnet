@@ -348,13 +348,13 @@ local h = import '../lib/helios.libsonnet';
         rules: [
           {
             alert: "HeliosOffloadStoresDropped",
-            expr: "sum without (generation) (increase(helios_offload_host_store_outcomes_total{" + c.selector + ", outcome=~\"dropped_full|failed\"}[" + c.offload.store_drop_window + "]))\n/ on (" + c.cluster_label + ", job, instance) group_left ()\n(\n  sum without (generation, outcome) (increase(helios_offload_host_store_outcomes_total{" + c.selector + ", outcome!=\"dropped_ineligible\"}[" + c.offload.store_drop_window + "])) > 0\n)\n>= " + h.num(c.offload.store_drop_ratio),
+            expr: "sum without (generation, outcome) (increase(helios_offload_host_store_outcomes_total{" + c.selector + ", outcome=~\"dropped_full|failed\"}[" + c.offload.store_drop_window + "]))\n/ on (" + c.cluster_label + ", job, instance) group_left ()\n(\n  sum without (generation, outcome) (increase(helios_offload_host_store_outcomes_total{" + c.selector + ", outcome!=\"dropped_ineligible\"}[" + c.offload.store_drop_window + "])) > 0\n)\n>= " + h.num(c.offload.store_drop_ratio),
             labels: {
               severity: c.severity.HeliosOffloadStoresDropped,
             },
             annotations: {
-              summary: "Host offload stores end {{ $labels.outcome }} on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }}",
-              description: "{{ $value | humanizePercentage }} of the host stores the engine on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }} made or tried to make in the last " + c.offload.store_drop_window + " ended {{ $labels.outcome }} (dropped_full: no record could be freed for it; failed: the host copy failed), for at least " + c["for"].HeliosOffloadStoresDropped + ". Those prefixes will miss later; short prompts (dropped_ineligible) are not counted.",
+              summary: "Host offload stores dropped or failed on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }}",
+              description: "{{ $value | humanizePercentage }} of the host stores the engine on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }} made or tried to make in the last " + c.offload.store_drop_window + " ended dropped_full or failed (dropped_full: no record could be freed for it; failed: the host copy failed; helios_offload_host_store_outcomes_total{outcome} splits them), for at least " + c["for"].HeliosOffloadStoresDropped + ". Those prefixes will miss later; short prompts (dropped_ineligible) are not counted.",
               runbook_url: std.rstripChars(c.runbook_base_url, '/') + "/HeliosOffloadStoresDropped.md",
             },
           } + h.forField(c["for"].HeliosOffloadStoresDropped),
