@@ -194,14 +194,15 @@ def snapshot_from_obj(obj: Any) -> Snapshot:
     version = 1
     if isinstance(obj, dict) and "schema_version" in obj:
         raw = obj["schema_version"]
-        if isinstance(raw, bool) or raw not in SCHEMA_VERSIONS:
+        # true equals 1 in Python, not in JSON: the schema refuses it (a `schema` error).
+        if not isinstance(raw, bool) and raw not in SCHEMA_VERSIONS:
             shown = raw if isinstance(raw, int) and not isinstance(raw, bool) else "?"
             raise SnapshotError(
                 ErrorReason.UNSUPPORTED_VERSION,
                 f"schema_version {shown} is not supported (this sidecar reads 1 and 3)",
                 "schema_version",
             )
-        version = int(raw)
+        version = 3 if raw == 3 and not isinstance(raw, bool) else 1
     obj, dropped = _drop_unusable_identity(obj)
     valid = False
     if version == 3:

@@ -111,11 +111,17 @@ def test_a_v3_snapshot_without_its_additions_is_a_v1_one() -> None:
     assert exposition(obj) == exposition(load("contract_example.json"))
 
 
-@pytest.mark.parametrize("version", [0, 2, 4, True, "3", 3.5])
+@pytest.mark.parametrize("version", [0, 2, 4, "3", 3.5])
 def test_other_schema_versions_are_refused(version: Any) -> None:
     with pytest.raises(SnapshotError) as err:
         snapshot_from_obj({**load("contract_example_v3.json"), "schema_version": version})
     assert err.value.reason == ErrorReason.UNSUPPORTED_VERSION
+
+
+def test_true_is_not_a_version_but_a_schema_error() -> None:
+    with pytest.raises(SnapshotError) as err:
+        snapshot_from_obj({**load("contract_example_v3.json"), "schema_version": True})
+    assert err.value.reason == ErrorReason.SCHEMA
 
 
 def _section(obj: dict[str, Any], path: str) -> dict[str, Any]:

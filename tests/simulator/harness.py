@@ -142,3 +142,14 @@ async def run_passes(
     """Serve the engine and run each (bodies, order) pass in turn."""
     async with served(engine, clock) as client:
         return [await run_pass(client, bodies, order) for bodies, order in plan]
+
+
+def counts(offload: dict[str, Any]) -> dict[str, Any]:
+    """The offload section without the seconds its histograms observed (counts kept)."""
+    out = json.loads(json.dumps(offload))
+    for ev in out["evictions"].values():
+        for key in ("age_seconds", "idle_seconds"):
+            ev[key] = ev[key]["count"]
+    transfers = out["host"]["restore_transfers"]
+    out["host"]["restore_transfers"] = [transfers["count"], transfers["bytes"]]
+    return out

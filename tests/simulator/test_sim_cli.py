@@ -128,7 +128,7 @@ def test_python_m_simulator_serves_and_stops_on_sigterm() -> None:
                     break
                 except OSError:
                     time.sleep(0.1)
-            assert snapshot is not None and snapshot["schema_version"] == 1
+            assert snapshot is not None and snapshot["schema_version"] == 3  # the default
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=10) == 0
         finally:

@@ -9,9 +9,6 @@ retires the 112 // 12 = 9 oldest bodies whole (LRU, deepest checkpoint first).
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
 
 from simulator.corpora import lane
@@ -19,6 +16,7 @@ from tests.simulator.harness import (
     OTHER_MODEL,
     Pass,
     corpus,
+    counts,
     idle_engine,
     run_pass,
     run_passes,
@@ -156,16 +154,6 @@ async def test_a_seed_repeats_the_run_exactly() -> None:
     assert counts(first[0]) == counts(other[0]) and first[1] != other[1]
     assert first[0] != other[0]
 
-
-def counts(offload: dict[str, Any]) -> dict[str, Any]:
-    """The offload section without the seconds its histograms observed (counts kept)."""
-    out = json.loads(json.dumps(offload))
-    for ev in out["evictions"].values():
-        for key in ("age_seconds", "idle_seconds"):
-            ev[key] = ev[key]["count"]
-    transfers = out["host"]["restore_transfers"]
-    out["host"]["restore_transfers"] = [transfers["count"], transfers["bytes"]]
-    return out
 
 
 async def test_row_fraction_changes_the_probe_lane() -> None:

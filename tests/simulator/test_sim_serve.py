@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.simulator.harness import counts
 from tests.simulator.test_sim_cli import free_port
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
@@ -89,5 +90,6 @@ def test_idle_engine_serves_the_thrash_and_the_key_mismatch_over_tcp() -> None:
     assert sum(n for k, n in offload["lookups"]["misses"].items()
                if k.startswith("key_mismatch:")) == 52
     assert f'helios:num_requests_total{{model_name="qwen3-next"}} {3 * 52}.0' in metrics
-    # The same seed over real TCP and wall time: the same counters and the same latencies.
-    assert runs[0] == runs[1]
+    # The same seed over real TCP and wall time: the same counters and the same latencies;
+    # schema 3's eviction ages and restore seconds come from the wall clock, their counts not.
+    assert [(counts(o), m) for o, m in runs] == [(counts(o), m) for o, m in runs[:1]] * 2
