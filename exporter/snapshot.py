@@ -246,11 +246,13 @@ def _without(obj: Any, paths: tuple[tuple[str, ...], ...]) -> Any:
 
 
 def _remove(node: Any, path: tuple[str, ...]) -> Any:
+    """`node` without the field at `path`; `node` itself (no copy) when it has no such field."""
     if not isinstance(node, dict) or path[0] not in node:
         return node
     if len(path) == 1:
         return {k: v for k, v in node.items() if k != path[0]}
-    return {**node, path[0]: _remove(node[path[0]], path[1:])}
+    child = _remove(node[path[0]], path[1:])
+    return node if child is node[path[0]] else {**node, path[0]: child}
 
 
 def _addition(path: tuple[Any, ...]) -> tuple[str, ...] | None:
