@@ -7,7 +7,8 @@ names, synthetic values, like the promtool tests' input series), so this test do
 a sidecar build: first a window open past both deadlines with 2 incumbent requests in flight,
 then the same window closed late with `drained_admission` failed. It proves what promtool
 cannot: that Prometheus sends the notice no later than the resolves it explains (rule order), so
-Alertmanager delivers them in one notification, and that helios.tmpl renders it truthfully.
+Alertmanager delivers each resolve in a notification with it, and that helios.tmpl renders it
+truthfully.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def chain(tmp_path: Any) -> Iterator[tuple[Exposition, WebhookReceiver]]:
             stack.stop_all()
 
 
-def test_the_late_close_resolves_the_pages_with_its_notice_in_one_notification(
+def test_the_late_close_resolves_each_page_in_a_notification_with_its_notice(
     chain: tuple[Exposition, WebhookReceiver],
 ) -> None:
     target, hook = chain
@@ -115,32 +116,42 @@ def test_the_late_close_resolves_the_pages_with_its_notice_in_one_notification(
                       30, f"{name} firing")
     target.text = window_closed_late(target.start, time.time())
 
-    resolved = hook.wait_for(
-        lambda: hook.deliveries("HeliosRestoreBoundBreached", status="resolved", instance=instance),
-        30, "the breach resolved")[0]
-    body = resolved.post.body
-    assert resolved.post.receiver == "helios-page"
-    assert body["groupLabels"] == {"job": JOB, "instance": instance}
-    got = {(a["labels"]["alertname"], a["status"], a["labels"].get("outcome", a["labels"].get("check")))
-           for a in body["alerts"]}
-    # The same notification: both pages resolved, the notice and the failed check firing.
-    assert got == {
-        ("HeliosRequestCutoffBreached", "resolved", None),
-        ("HeliosRestoreBoundBreached", "resolved", None),
-        ("HeliosRestoreWindowClosed", "firing", "late"),
-        ("HeliosRestoreCheckFailed", "firing", "drained_admission"),
-    }
+    notice = ("HeliosRestoreWindowClosed", "firing", "late")
+    # A page not resolved yet may still be firing beside the one that resolved.
+    expected = {(name, status, None) for name in PAGES for status in ("resolved", "firing")} | {
+        notice, ("HeliosRestoreCheckFailed", "firing", "drained_admission")}
+    for name in PAGES:
+        resolved = hook.wait_for(
+            lambda n=name: hook.deliveries(n, status="resolved", instance=instance),
+            30, f"{name} resolved")[0]
+        body = resolved.post.body
+        assert resolved.post.receiver == "helios-page"
+        assert body["groupLabels"] == {"job": JOB, "instance": instance}
+        got = {(a["labels"]["alertname"], a["status"],
+                a["labels"].get("outcome", a["labels"].get("check"))) for a in body["alerts"]}
+        # The notice reached Alertmanager no later than the resolve (rule order), so the
+        # notification that resolves the page carries it. The two pages resolve in the same
+        # evaluation but are sent to Alertmanager rule by rule: a flush may fall between them.
+        assert notice in got and got <= expected, got
+    hook.wait_for(lambda: hook.deliveries("HeliosRestoreCheckFailed", status="firing",
+                                          instance=instance, receiver="helios-page"),
+                  30, "the failed check")
 
     def resolve_texts() -> list[str]:
         return [p.body["attachments"][0]["text"] for p in hook.posts()
                 if p.path == "/helios-page/text" and "RESOLVED at" in p.body["attachments"][0]["text"]]
 
-    (text,) = hook.wait_for(resolve_texts, 20, "the rendered resolve")
     closed = f"Restore window on {JOB}/{instance} closed late at "
     for name in PAGES:
-        assert re.search(rf"RESOLVED at [0-9: -]+UTC: {name}\.\n{re.escape(closed)}", text), text
-    for block in text.split("\n\n"):
-        if block.lstrip("\n").startswith("RESOLVED at"):
-            assert "still open" not in block and "will be cut" not in block, block
-    assert "FIRING since" in text and "drained_admission" in text
+        pattern = rf"RESOLVED at [0-9: -]+UTC: {name}\.\n{re.escape(closed)}"
+        hook.wait_for(lambda pat=pattern: [t for t in resolve_texts() if re.search(pat, t)],
+                      20, f"the rendered resolve of {name}")
+    for text in resolve_texts():
+        for block in text.split("\n\n"):
+            if block.lstrip("\n").startswith("RESOLVED at"):
+                assert "still open" not in block and "will be cut" not in block, block
+    hook.wait_for(lambda: [t for t in hook.posts() if t.path == "/helios-page/text"
+                           and "FIRING since" in t.body["attachments"][0]["text"]
+                           and "drained_admission" in t.body["attachments"][0]["text"]],
+                  20, "the rendered failed check")
     assert not hook.bad_posts()
