@@ -138,7 +138,11 @@ def render(rec: dict[str, Any], goals: list[Goal]) -> list[str]:
         "labels and values that move as a sidecar's do (`bench/scale_series.py`): counters "
         "grow, one engine in "
         f"{model['scenario_period']} each has a restore window open, closed in time, closed late, "
-        "open past its restore deadline, an unplanned restart or a lost GPU. "
+        "open past its restore deadline, an unplanned restart or a lost GPU"
+        + (f"; one engine in {model['host_tier_period']} drops host stores as the golden does "
+           f"and another in {model['host_tier_period']} restores nothing from the host tier (nor "
+           "does the golden); the others restore tokens and drop no store. "
+           if "host_tier_period" in model else ". ") +
         f"{model['hours']:g} h of history were backfilled with `{d['promtool'].split(',')[0]} "
         "tsdb create-blocks-from openmetrics` (the families read through ranges longer than 10 "
         f"minutes, {', '.join(f'`{f}`' for f in model['history_families'])}, "

@@ -429,6 +429,8 @@ def main() -> int:
                   "group_size": size, "anchor": store.anchor,
                   "scenarios": sorted(set(scale_series.SCENARIOS)),
                   "scenario_period": len(scale_series.SCENARIOS),
+                  "host_tiers": sorted(set(scale_series.HOST_TIERS)),
+                  "host_tier_period": len(scale_series.HOST_TIERS),
                   "golden": str(scale_series.GOLDEN.relative_to(ROOT))},
         "note": args.note, "live_minutes": args.live_minutes,
         "range_s": RANGE_S, "goals": {"rule_group_ms": RULE_GOAL_MS, "query_ms": QUERY_GOAL_MS},

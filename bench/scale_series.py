@@ -15,7 +15,10 @@ UUIDs, a second GPU like the first (TP2), and the five series Prometheus adds to
   outside a window, some have a window closed in time, closed late (with a failed check), still
   open, or open past its restore deadline, and some lose a GPU. A window's phases run draining,
   drained, down (engine unreachable), restoring (a new generation answers), verifying; its
-  events, deadlines, cause, outcome and checks are exported as the sidecar exports them.
+  events, deadlines, cause, outcome and checks are exported as the sidecar exports them;
+- host tiers follow `HOST_TIERS`: most engines restore tokens from the host tier (at the rate of
+  the golden's reused prompt tokens) and drop no store; one in 25 drops stores as the golden does
+  (dropped_full, failed), one in 25 never restores a token (the golden has no host reuse).
 
 The model is a pure function of (engine, time): `write_openmetrics` backfills any time range for
 promtool, `render` serves the current samples to a live Prometheus (`serve`).
@@ -61,6 +64,9 @@ SCRAPE_SERIES = ("up", "scrape_duration_seconds", "scrape_samples_scraped",
 # Scenario of engine i: SCENARIOS[i % len(SCENARIOS)]; "steady" fills the rest.
 SCENARIOS = ("open", "closed_in_time", "closed_late", "breached", "restart", "gpu_lost",
              *("steady",) * 44)
+
+# Host tier of engine i: HOST_TIERS[(i + 12) % len(HOST_TIERS)], apart from the restore scenarios.
+HOST_TIERS = ("no_reuse", "dropping", *("reusing",) * 23)
 
 # Window-only families: exported only while a window is open.
 WINDOW_ONLY = frozenset({
@@ -140,6 +146,7 @@ class Engine:
     anchor: float  # the scenario times are placed relative to this instant
     seed: int = 7
     scenario: str = field(init=False)
+    host_tier: str = field(init=False)
     cluster: str = field(init=False)
     labels: str = field(init=False)  # the target labels, rendered
     speed: float = field(init=False)
@@ -184,7 +191,8 @@ class Engine:
         uuids = tuple(f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
                       for h in (digest, digest[32:] + digest[:32]))
         for name, value in (
-            ("scenario", scenario), ("cluster", cluster), ("labels", labels),
+            ("scenario", scenario), ("host_tier", HOST_TIERS[(i + 12) % len(HOST_TIERS)]),
+            ("cluster", cluster), ("labels", labels),
             ("speed", rng.uniform(0.5, 1.5)), ("sidecar_start", first - rng.uniform(0, 3600)),
             ("generations", gens), ("window", window),
             ("past_window", rng.uniform(20, 60) * 60 if rng.random() < 0.5 else None),
@@ -308,6 +316,7 @@ def _value(e: Engine, tpl: Template, st: _State, gen_start: float,
     if name == "helios_engine_unplanned_restarts_total":
         return float(st.unplanned)
     if tpl.cumulative:
+        golden = _host_tier_value(e.host_tier, name, labels, golden)
         if (name == "helios_exporter_source_errors_total" and labels.get("reason") == "connect"
                 and engine_source and e.window is not None):
             return (_DOWN_ERRORS, 0.0, 0.0, True)
@@ -322,6 +331,22 @@ def _value(e: Engine, tpl: Template, st: _State, gen_start: float,
     if golden in (0.0, 1.0) or any(w in name for w in _FIXED_WORDS):
         return golden
     return (_SWING, golden, phase + zlib.crc32(name.encode()) % 7, integral)
+
+
+@cache
+def _reused_tokens() -> float:
+    return next(t.value for t in templates() if t.name == "helios_offload_prompt_tokens_reused_total")
+
+
+def _host_tier_value(tier: str, name: str, labels: dict[str, str], golden: float) -> float:
+    """The golden value of a host-tier counter for an engine of this tier."""
+    if name == "helios_offload_host_store_outcomes_total" and labels.get("outcome") in (
+            "dropped_full", "failed"):
+        return golden if tier == "dropping" else 0.0
+    if name == "helios_offload_host_tokens_restored_total" or (
+            name == "helios_offload_prompt_tokens_total" and labels.get("source") == "host_restored"):
+        return 0.0 if tier == "no_reuse" else _reused_tokens()
+    return golden
 
 
 def _dynamic(e: Engine, kind: int, a: float, b: float, integral: bool, t: float) -> float:

@@ -120,6 +120,30 @@ def test_restore_scenarios(bench: dict) -> None:
     assert value(exposition(series, lost, ANCHOR), "helios_gpu_up", gpu="1") == 0.0
 
 
+def test_host_tiers(bench: dict) -> None:
+    """Most engines restore from the host tier and drop nothing; one in 25 drops stores as the
+    golden does, one in 25 restores nothing (as the golden)."""
+    series = bench["scale_series"]
+    fleet = series.fleet(100, ANCHOR)
+    tiers = {t: [e for e in fleet if e.host_tier == t] for t in ("reusing", "dropping", "no_reuse")}
+    assert [len(tiers[t]) for t in tiers] == [92, 4, 4]
+    assert not {e.index for e in tiers["dropping"] + tiers["no_reuse"]} & {
+        e.index for e in fleet if e.scenario != "steady"}
+    for tier, engines in tiers.items():
+        before, after = (exposition(series, engines[0], ANCHOR + d) for d in (0, 3600))
+        dropped = value(after, "helios_offload_host_store_outcomes_total", outcome="dropped_full")
+        restored = value(after, "helios_offload_host_tokens_restored_total")
+        host = value(after, "helios_offload_prompt_tokens_total", source="host_restored")
+        assert value(after, "helios_offload_host_store_outcomes_total", outcome="stored")
+        failed = value(after, "helios_offload_host_store_outcomes_total", outcome="failed")
+        assert (dropped == 0.0, failed == 0.0) == ((tier != "dropping",) * 2)
+        if tier == "no_reuse":
+            assert restored == host == 0.0
+        else:
+            assert restored == host and restored > (
+                value(before, "helios_offload_host_tokens_restored_total") or 0.0)
+
+
 @pytest.mark.e2e
 def test_promtool_backfills_the_openmetrics_output(bench: dict, tmp_path: Path) -> None:
     if shutil.which("promtool") is None:
