@@ -8,6 +8,7 @@ input reaches a label.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
@@ -53,35 +54,56 @@ COLLECTORS: Final = ("offload", "pins", "passthrough", "restore", "exporter", "h
                      "experiment", "gpu", "http", "build_info", "process", "platform")
 # What goes missing from /metrics while a collector fails (exporter/registry.py registers them;
 # their docstrings show what each renders), and the alerts that go blind with it: said by
-# HeliosExporterCollectorFailing (alerts/groups/exporter.py) and the status page. `{memory}`: the
-# alerts' window memory (alerts/config.yaml).
-COLLECTOR_SERIES: dict[str, str] = {
-    "offload": "the engine and offload series (helios_engine_up, helios_engine_ranks, "
-               "helios_engine_admission_open, helios_engine_inflight_requests, helios_offload_*, "
-               "helios_monitoring_generation_*); "
-               "the offload alerts cannot fire",
-    "pins": "helios_engine_pin_ok; HeliosEnginePinMismatch cannot fire",
-    "passthrough": "the engine's re-exported families (helios_engine_native_*)",
-    "restore": "the restore window series (helios_restore_*, "
-               "helios_engine_unplanned_restarts_total); the restore deadline alerts go on from the "
-               "last values seen (for {memory}) and miss every change since; "
-               "HeliosRestoreCheckFailed, HeliosEngineSnapshotFailing and "
-               "HeliosEngineRestartedOutsideWindow cannot fire",
-    "exporter": "the sidecar's source health (helios_exporter_source_*, "
-                "helios_exporter_engine_*, helios_exporter_snapshot_*, helios_exporter_poll_*); "
-                "HeliosEngineSnapshotFailing cannot fire",
-    "host": "the engine process and host memory series (helios_engine_process_*, "
-            "helios_host_memory_*)",
-    "experiment": "the open experiment phases (helios_experiment_phase_*)",
-    "gpu": "the GPU series (helios_gpu_*); HeliosGpuLost and HeliosGpuPowerAtLimit cannot fire",
-    "http": "the sidecar's HTTP server series (helios_exporter_http_*, "
-            "helios_exporter_web_config_*, helios_exporter_tls_*); "
-            "HeliosExporterCertificateExpiring and HeliosExporterCertificateExpiryImminent "
-            "cannot fire",
-    "build_info": "helios_exporter_build_info",
-    "process": "the sidecar's process series (process_*: CPU, memory, file descriptors)",
-    "platform": "python_info",
+# HeliosExporterCollectorFailing (alerts/groups/exporter.py), the status page and the runbook's
+# table (scripts/generate). `{memory}`: the alerts' window memory (alerts/config.yaml).
+@dataclass(frozen=True)
+class Missing:
+    """What a failing collector leaves out of /metrics."""
+
+    series: tuple[str, ...]  # its families, by name or a prefix ending in `*`
+    what: str = ""  # what they are, in words ("" when the names say it)
+    note: str = ""  # said after the names, inside the brackets
+    blind: str = ""  # what goes blind meanwhile
+
+    @property
+    def text(self) -> str:
+        names = ", ".join(self.series)
+        text = f"{self.what} ({names}{self.note})" if self.what else names
+        return f"{text}; {self.blind}" if self.blind else text
+
+
+COLLECTOR_MISSING: dict[str, Missing] = {
+    "offload": Missing(("helios_engine_up", "helios_engine_ranks", "helios_engine_admission_open",
+                        "helios_engine_inflight_requests", "helios_offload_*",
+                        "helios_monitoring_generation_*"),
+                       "the engine and offload series", blind="the offload alerts cannot fire"),
+    "pins": Missing(("helios_engine_pin_ok",), blind="HeliosEnginePinMismatch cannot fire"),
+    "passthrough": Missing(("helios_engine_native_*",), "the engine's re-exported families"),
+    "restore": Missing(("helios_restore_*", "helios_engine_unplanned_restarts_total"),
+                       "the restore window series",
+                       blind="the restore deadline alerts go on from the last values seen (for "
+                             "{memory}) and miss every change since; HeliosRestoreCheckFailed, "
+                             "HeliosEngineSnapshotFailing and HeliosEngineRestartedOutsideWindow "
+                             "cannot fire"),
+    "exporter": Missing(("helios_exporter_source_*", "helios_exporter_engine_*",
+                         "helios_exporter_snapshot_*", "helios_exporter_poll_*"),
+                        "the sidecar's source health",
+                        blind="HeliosEngineSnapshotFailing cannot fire"),
+    "host": Missing(("helios_engine_process_*", "helios_host_memory_*"),
+                    "the engine process and host memory series"),
+    "experiment": Missing(("helios_experiment_phase_*",), "the open experiment phases"),
+    "gpu": Missing(("helios_gpu_*",), "the GPU series",
+                   blind="HeliosGpuLost and HeliosGpuPowerAtLimit cannot fire"),
+    "http": Missing(("helios_exporter_http_*", "helios_exporter_web_config_*",
+                     "helios_exporter_tls_*"), "the sidecar's HTTP server series",
+                    blind="HeliosExporterCertificateExpiring and "
+                          "HeliosExporterCertificateExpiryImminent cannot fire"),
+    "build_info": Missing(("helios_exporter_build_info",)),
+    "process": Missing(("process_*",), "the sidecar's process series",
+                       ": CPU, memory, file descriptors"),
+    "platform": Missing(("python_info",)),
 }
+COLLECTOR_SERIES: dict[str, str] = {name: m.text for name, m in COLLECTOR_MISSING.items()}
 if tuple(COLLECTOR_SERIES) != COLLECTORS:  # a new collector needs its line here
     raise AssertionError(f"COLLECTOR_SERIES {tuple(COLLECTOR_SERIES)} != COLLECTORS {COLLECTORS}")
 # `helios_exporter_http_auth_failures_total{path,reason}`: the paths that check credentials (basic

@@ -124,6 +124,17 @@ def _interface(root: Path) -> dict[str, str]:
             "docs/interface.md": page}
 
 
+def _collector_table(root: Path) -> dict[str, str]:
+    """HeliosExporterCollectorFailing's runbook: what each failing collector leaves out."""
+    from alerts import generate
+    from alerts.groups.exporter import collector_table
+
+    rel = "docs/runbooks/HeliosExporterCollectorFailing.md"
+    config = generate.load_config(root / "alerts" / "config.yaml")
+    return {rel: splice((root / rel).read_text(encoding="utf-8"), "collectors",
+                        collector_table(config), rel)}
+
+
 def _snapshot_schema(root: Path) -> dict[str, str]:
     text = (root / "docs" / "snapshot.md").read_text(encoding="utf-8")
     for marker, name in (("schema", "snapshot-v1.schema.json"),
@@ -195,6 +206,7 @@ GENERATORS: tuple[Generator, ...] = (
     Derived("mixin", "python alerts/mixin.py", _mixin),  # reads alerts/ and dashboards/
     Derived("options", "python -m exporter.config --markdown", _options),
     Derived("interface", "scripts/generate interface", _interface),  # metric and alert tables
+    Derived("collector-table", "scripts/generate collector-table", _collector_table),
     Derived("snapshot-schema", "scripts/generate snapshot-schema", _snapshot_schema),
     Derived("contract-example-v3", "scripts/generate contract-example-v3", _contract_example_v3),
     Derived("simulator-snapshots", "scripts/generate simulator-snapshots", _simulator_snapshots),

@@ -4,11 +4,13 @@ certificate in force that has time left."""
 
 from __future__ import annotations
 
+import re
+
 from alerts.config import Config
 from alerts.promql import Q, join
 from alerts.rules import FOR, Alert, Promise
 from alerts.templates import T
-from exporter.labels import COLLECTOR_SERIES
+from exporter.labels import COLLECTOR_MISSING, COLLECTOR_SERIES
 
 GROUP = "helios-exporter"
 
@@ -19,6 +21,18 @@ def _missing_series(c: Config) -> str:
         for name, series in COLLECTOR_SERIES.items()
     )
     return "{{ if" + branches + "{{ else }}its series{{ end }}"
+
+
+def collector_table(c: Config) -> str:
+    """The runbook's table of what each failing collector leaves out and what goes blind."""
+    rows = ["| collector | its series | blind meanwhile |", "| --- | --- | --- |"]
+    for name, m in COLLECTOR_MISSING.items():
+        names = ", ".join(f"`{s}`" for s in m.series)
+        note = f" ({m.note.removeprefix(': ')})" if m.note else ""
+        series = f"{m.what}: {names}{note}" if m.what else names
+        blind = re.sub(r"\b(Helios[A-Za-z]+)", r"`\1`", m.blind.replace("{memory}", str(c.window_memory)))
+        rows.append(f"| `{name}` | {series} | {blind} |")
+    return "\n".join(rows) + "\n"
 
 
 def _certificate_alerts(c: Config, q: Q, t: T) -> list[Alert]:
