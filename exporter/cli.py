@@ -29,6 +29,14 @@ class Command:
     description: str | None = None
 
 
+# The sidecar's own commands: their options are exporter/config.py's alone, so a parser for one
+# of them imports no other command's modules (a long-running `serve` keeps only what it runs).
+SIDECAR_COMMANDS = {
+    "serve": "run the sidecar",
+    "check": "poll the engine once and print what would be exported",
+}
+
+
 def commands() -> dict[str, Command]:
     """Every command and its declared options (exporter/options.py), in --help order."""
     from exporter.demo import command as demo
@@ -42,8 +50,7 @@ def commands() -> dict[str, Command]:
     except ImportError:  # the simulator ships in the same distribution; tolerate its absence
         SIMULATE = (Option("--listen", "text", None, "HOST:PORT", required=True),)
     return {
-        "serve": Command("run the sidecar", cfg.of("serve")),
-        "check": Command("poll the engine once and print what would be exported", cfg.of("check")),
+        **{name: Command(help_text, cfg.of(name)) for name, help_text in SIDECAR_COMMANDS.items()},
         "status": Command("the on-call status page of a running sidecar, in the terminal", STATUS),
         "geometry": Command("the offload records and slabs a model layout implies", GEOMETRY),
         "simulate": Command("run the simulated engine", SIMULATE),
@@ -76,12 +83,19 @@ def _parser_arguments(name: str, command: Command) -> dict[str, Any]:
 
 def command_parser(name: str, environ: Mapping[str, str] | None = None) -> OptionParser:
     """The parser of one command, as `helios-exporter NAME` parses (for the tests)."""
+    command = (Command(SIDECAR_COMMANDS[name], cfg.of(name)) if name in SIDECAR_COMMANDS
+               else commands()[name])
     return OptionParser(prog=f"helios-exporter {name}", environ=environ,
-                        **_parser_arguments(name, commands()[name]))
+                        **_parser_arguments(name, command))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given and given[0] in SIDECAR_COMMANDS:  # parsed alone: see SIDECAR_COMMANDS
+        args = command_parser(given[0]).parse_args(given[1:])
+        args.command = given[0]
+    else:
+        args = _parser().parse_args(given)
     sys.exit(run(args))
 
 

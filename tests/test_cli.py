@@ -181,3 +181,18 @@ def test_version_names_the_package_and_python() -> None:
     assert done.stdout == (f"helios-exporter {version('helios-exporter')} "
                            f"(Python {platform.python_version()})\n")
     assert done.stderr == ""
+
+
+@pytest.mark.e2e
+def test_parsing_serve_imports_no_other_command() -> None:
+    """`serve` parses its own options alone: the long-running sidecar never imports the
+    experiment, geometry, status or simulator commands (about 2.5 MiB of its RSS)."""
+    code = ("import sys; from exporter import cli; cli.command_parser('serve').parse_args([]); "
+            "print('\\n'.join(sorted(sys.modules)))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.split()
+    others = [m for m in loaded if m.startswith(("exporter.experiment", "exporter.geometry_command",
+                                                 "exporter.oncall.terminal", "exporter.demo",
+                                                 "simulator"))]
+    assert not others, others
+    assert "exporter.config" in loaded
