@@ -37,6 +37,10 @@ SIDECAR_COMMANDS = {
 }
 
 
+def _sidecar_command(name: str) -> Command:
+    return Command(SIDECAR_COMMANDS[name], cfg.of(name))
+
+
 def commands() -> dict[str, Command]:
     """Every command and its declared options (exporter/options.py), in --help order."""
     from exporter.demo import command as demo
@@ -50,7 +54,7 @@ def commands() -> dict[str, Command]:
     except ImportError:  # the simulator ships in the same distribution; tolerate its absence
         SIMULATE = (Option("--listen", "text", None, "HOST:PORT", required=True),)
     return {
-        **{name: Command(help_text, cfg.of(name)) for name, help_text in SIDECAR_COMMANDS.items()},
+        **{name: _sidecar_command(name) for name in SIDECAR_COMMANDS},
         "status": Command("the on-call status page of a running sidecar, in the terminal", STATUS),
         "geometry": Command("the offload records and slabs a model layout implies", GEOMETRY),
         "simulate": Command("run the simulated engine", SIMULATE),
@@ -83,8 +87,7 @@ def _parser_arguments(name: str, command: Command) -> dict[str, Any]:
 
 def command_parser(name: str, environ: Mapping[str, str] | None = None) -> OptionParser:
     """The parser of one command, as `helios-exporter NAME` parses (for the tests)."""
-    command = (Command(SIDECAR_COMMANDS[name], cfg.of(name)) if name in SIDECAR_COMMANDS
-               else commands()[name])
+    command = _sidecar_command(name) if name in SIDECAR_COMMANDS else commands()[name]
     return OptionParser(prog=f"helios-exporter {name}", environ=environ,
                         **_parser_arguments(name, command))
 

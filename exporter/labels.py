@@ -62,13 +62,14 @@ class Missing:
 
     series: tuple[str, ...]  # its families, by name or a prefix ending in `*`
     what: str = ""  # what they are, in words ("" when the names say it)
-    note: str = ""  # said after the names, inside the brackets
+    note: str = ""  # said of the names, inside the brackets
     blind: str = ""  # what goes blind meanwhile
 
     @property
     def text(self) -> str:
         names = ", ".join(self.series)
-        text = f"{self.what} ({names}{self.note})" if self.what else names
+        note = f": {self.note}" if self.note else ""
+        text = f"{self.what} ({names}{note})" if self.what else names
         return f"{text}; {self.blind}" if self.blind else text
 
 
@@ -100,7 +101,7 @@ COLLECTOR_MISSING: dict[str, Missing] = {
                           "HeliosExporterCertificateExpiryImminent cannot fire"),
     "build_info": Missing(("helios_exporter_build_info",)),
     "process": Missing(("process_*",), "the sidecar's process series",
-                       ": CPU, memory, file descriptors"),
+                       "CPU, memory, file descriptors"),
     "platform": Missing(("python_info",)),
 }
 COLLECTOR_SERIES: dict[str, str] = {name: m.text for name, m in COLLECTOR_MISSING.items()}

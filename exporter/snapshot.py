@@ -202,7 +202,7 @@ def snapshot_from_obj(obj: Any) -> Snapshot:
                 f"schema_version {shown} is not supported (this sidecar reads 1 and 3)",
                 "schema_version",
             )
-        version = 3 if raw == 3 and not isinstance(raw, bool) else 1
+        version = 3 if raw == 3 else 1  # true (== 1) is read as 1 and refused
     obj, dropped = _drop_unusable_identity(obj)
     valid = False
     if version == 3:

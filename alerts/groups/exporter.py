@@ -28,7 +28,7 @@ def collector_table(c: Config) -> str:
     rows = ["| collector | its series | blind meanwhile |", "| --- | --- | --- |"]
     for name, m in COLLECTOR_MISSING.items():
         names = ", ".join(f"`{s}`" for s in m.series)
-        note = f" ({m.note.removeprefix(': ')})" if m.note else ""
+        note = f" ({m.note})" if m.note else ""
         series = f"{m.what}: {names}{note}" if m.what else names
         blind = re.sub(r"\b(Helios[A-Za-z]+)", r"`\1`", m.blind.replace("{memory}", str(c.window_memory)))
         rows.append(f"| `{name}` | {series} | {blind} |")

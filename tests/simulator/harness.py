@@ -8,6 +8,7 @@ a pass of 52 requests takes milliseconds and repeats exactly under one seed.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import json
 from collections.abc import AsyncIterator, Sequence
@@ -146,7 +147,7 @@ async def run_passes(
 
 def counts(offload: dict[str, Any]) -> dict[str, Any]:
     """The offload section without the seconds its histograms observed (counts kept)."""
-    out = json.loads(json.dumps(offload))
+    out = copy.deepcopy(offload)
     for ev in out["evictions"].values():
         for key in ("age_seconds", "idle_seconds"):
             ev[key] = ev[key]["count"]
