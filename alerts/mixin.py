@@ -227,6 +227,10 @@ class Writer:
                                   "cannot express it")
         if isinstance(first, str):
             return _merge(variants, self.flags, self.ex, lambda s: _string(s, self.ex))
+        if isinstance(first, int) and not isinstance(first, bool):
+            if any(v != first for v in variants.values()):
+                raise ConfigError("a yes/no setting changes a number in the rules")
+            return str(first)  # a group's `limit`: fixed, not from _config
         pad, inner = " " * indent, " " * (indent + 2)
         if isinstance(first, list):
             items = [self.value({c: v[i] for c, v in variants.items()}, indent + 2)

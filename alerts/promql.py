@@ -57,6 +57,15 @@ STEP_GUARD = Duration("4m50s", 290)
 STEP_SPAN = Duration("6m", 360)
 
 
+# Two stored copies of one timestamp (a window's start as the sidecar exported it, and as the
+# restore memory recorded it) are the same instant when they differ by at most this many
+# seconds. Never `==`: VictoriaMetrics stores a float to about 16 significant digits and vmalert's
+# recorded copy is rounded again, so at today's epoch (1.8e9 s) one start read back as three
+# values up to 0.7 us apart (issue 35). 1 ms is a thousand times that, and no two windows of one
+# sidecar start within 1 ms (a window lasts at least one poll). The same in every engine.
+SAME_TIME_TOLERANCE = 0.001
+
+
 def short(metric: str) -> str:
     """helios_restore_check_ok -> restore_check_ok (the middle of a recorded series' name)."""
     return metric.removeprefix("helios_")
@@ -99,6 +108,12 @@ class Q:
         """The last value Prometheus saw of a remembered restore metric, within the window memory
         (recorded in the restore memory groups, alerts/groups/restore_memory.py)."""
         return self.sel(last_seen_name(metric), **matchers)
+
+    def same_time(self, left: str, right: str) -> str:
+        """The series of `left` that hold the same instant as `right` (joined on the target),
+        within SAME_TIME_TOLERANCE; the value is their difference, so use it with `and`."""
+        return (f"abs(\n{indent(left)}\n  - {self.on}\n{indent(right)}\n)\n"
+                f"<= {num(SAME_TIME_TOLERANCE)}")
 
     def window_open_last(self) -> str:
         """The last seen window state is open."""

@@ -50,11 +50,23 @@ def dump(doc: Mapping[str, Any]) -> str:
     )
 
 
+# Every group's `limit`: the most series (a recording rule) or alerts (an alerting rule) one rule
+# may return in an evaluation. Past it Prometheus and vmalert fail that rule's evaluation (its
+# recorded series are not written, its alerts are cleared) and count it in
+# prometheus_rule_evaluation_failures_total / vmalert_alerting_rules_errors_total: a runaway join
+# (a replica or shard label that leaked in, many-to-many) is stopped instead of flooding the
+# store and the pager. The scale model (bench/results/scale.json) records at most 94 series per
+# engine over all rules together, so no rule reaches 100,000 below about 1,060 engines per rule
+# engine; raise it for a larger fleet behind one Prometheus or ruler tenant (docs/scale.md).
+GROUP_LIMIT = 100_000
+
+
 def _groups(rules: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     grouped: dict[str, list[dict[str, Any]]] = {}
     for group, rule in rules:
         grouped.setdefault(group, []).append(rule)
-    return {"groups": [{"name": name, "rules": items} for name, items in grouped.items()]}
+    return {"groups": [{"name": name, "limit": GROUP_LIMIT, "rules": items}
+                       for name, items in grouped.items()]}
 
 
 def alerts_doc(c: Config) -> dict[str, Any]:

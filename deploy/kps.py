@@ -28,6 +28,7 @@ import yaml
 from alerts import alertmanager
 from alerts.config import Config
 from alerts.promql import Q
+from alerts.render import GROUP_LIMIT
 from alerts.runbooks import runbook_url
 
 KPS_DIR = "deploy/kube-prometheus-stack"
@@ -85,7 +86,7 @@ def pod_inhibitor(c: Config) -> dict[str, Any]:
 
 
 def rule_file(c: Config) -> dict[str, Any]:
-    return {"groups": [{"name": GROUP, "rules": [pod_inhibitor(c)]}]}
+    return {"groups": [{"name": GROUP, "limit": GROUP_LIMIT, "rules": [pod_inhibitor(c)]}]}
 
 
 def merged_config(kps_default: Mapping[str, Any], c: Config) -> dict[str, Any]:

@@ -76,10 +76,11 @@ def paged_at_close(c: Config) -> str:
         op=f"and {q.on}",
     )
     # The remembered deadlines and in-flight count belong to this window only if Prometheus saw
-    # this window open: its remembered start is the closed window's start.
-    seen_open = (
-        f"{q.last('helios_restore_last_window_start_timestamp_seconds', notice)}\n== {q.on}\n"
-        + q.seen("helios_restore_window_start_timestamp_seconds")
+    # this window open: its remembered start is the closed window's start (within
+    # SAME_TIME_TOLERANCE: the two are stored copies of one float, not always bit-equal).
+    seen_open = q.same_time(
+        q.last("helios_restore_last_window_start_timestamp_seconds", notice),
+        q.seen("helios_restore_window_start_timestamp_seconds"),
     )
     check_failing = f"min_over_time({q.sel('helios_restore_check_ok')}[{notice}]) == 0"
     return chain(

@@ -11,6 +11,7 @@ local h = import '../lib/helios.libsonnet';
     groups: h.enabledGroups(c, [
       {
         name: "helios-restore-memory",
+        limit: 100000,
         rules: [
           {
             record: "helios:restore_window_open:last6m",
@@ -64,6 +65,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-restore-memory-checks",
+        limit: 100000,
         rules: [
           {
             record: "helios:restore_check_ok:last6m",
@@ -81,6 +83,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-offload-steps",
+        limit: 100000,
         rules: [
           {
             record: "helios:offload_lookups:increase5m_every5m",
@@ -98,6 +101,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-restore-window",
+        limit: 100000,
         rules: [
           {
             alert: "HeliosRestoreWindowOpen",
@@ -115,10 +119,11 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-restore",
+        limit: 100000,
         rules: [
           {
             alert: "HeliosRestoreWindowClosed",
-            expr: "(\n  last_over_time(helios_restore_last_window_end_timestamp_seconds{" + c.selector + "}[" + c.restore.outcome_notice + "]) > time() - " + std.toString(h.seconds(c.restore.outcome_notice)) + "\n)\n* on (" + c.cluster_label + ", job, instance) group_left (outcome)\n(\n  last_over_time(helios_restore_last_window_outcome{" + c.selector + "}[" + c.restore.outcome_notice + "]) == 1\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  (\n    (\n      (\n        last_over_time(helios_restore_last_window_end_timestamp_seconds{" + c.selector + "}[" + c.restore.outcome_notice + "])\n        > on (" + c.cluster_label + ", job, instance)\n        helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"restore\"}\n      )\n      or\n      (\n        (\n          last_over_time(helios_restore_last_window_end_timestamp_seconds{" + c.selector + "}[" + c.restore.outcome_notice + "])\n          > on (" + c.cluster_label + ", job, instance)\n          helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"request_cutoff\"}\n        )\n        and on (" + c.cluster_label + ", job, instance)\n        (\n          helios:restore_incumbent_inflight_requests:last_seen{" + c.selector + "} > 0\n        )\n      )\n    )\n    and on (" + c.cluster_label + ", job, instance)\n    (\n      last_over_time(helios_restore_last_window_start_timestamp_seconds{" + c.selector + "}[" + c.restore.outcome_notice + "])\n      == on (" + c.cluster_label + ", job, instance)\n      helios:restore_window_start_timestamp_seconds:last_seen{" + c.selector + "}\n    )\n  )\n  or\n  (\n    min_over_time(helios_restore_check_ok{" + c.selector + "}[" + c.restore.outcome_notice + "]) == 0\n  )\n)",
+            expr: "(\n  last_over_time(helios_restore_last_window_end_timestamp_seconds{" + c.selector + "}[" + c.restore.outcome_notice + "]) > time() - " + std.toString(h.seconds(c.restore.outcome_notice)) + "\n)\n* on (" + c.cluster_label + ", job, instance) group_left (outcome)\n(\n  last_over_time(helios_restore_last_window_outcome{" + c.selector + "}[" + c.restore.outcome_notice + "]) == 1\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  (\n    (\n      (\n        last_over_time(helios_restore_last_window_end_timestamp_seconds{" + c.selector + "}[" + c.restore.outcome_notice + "])\n        > on (" + c.cluster_label + ", job, instance)\n        helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"restore\"}\n      )\n      or\n      (\n        (\n          last_over_time(helios_restore_last_window_end_timestamp_seconds{" + c.selector + "}[" + c.restore.outcome_notice + "])\n          > on (" + c.cluster_label + ", job, instance)\n          helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"request_cutoff\"}\n        )\n        and on (" + c.cluster_label + ", job, instance)\n        (\n          helios:restore_incumbent_inflight_requests:last_seen{" + c.selector + "} > 0\n        )\n      )\n    )\n    and on (" + c.cluster_label + ", job, instance)\n    (\n      abs(\n        last_over_time(helios_restore_last_window_start_timestamp_seconds{" + c.selector + "}[" + c.restore.outcome_notice + "])\n        - on (" + c.cluster_label + ", job, instance)\n        helios:restore_window_start_timestamp_seconds:last_seen{" + c.selector + "}\n      )\n      <= 0.001\n    )\n  )\n  or\n  (\n    min_over_time(helios_restore_check_ok{" + c.selector + "}[" + c.restore.outcome_notice + "]) == 0\n  )\n)",
             labels: {
               severity: c.severity.HeliosRestoreWindowClosed,
               window_end: "{{ $value | humanizeTimestamp }}",
@@ -193,6 +198,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-exporter",
+        limit: 100000,
         rules: [
           {
             alert: "HeliosExporterDown",
@@ -270,6 +276,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-engine",
+        limit: 100000,
         rules: [
           {
             alert: "HeliosEnginePinMismatch",
@@ -299,6 +306,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-offload",
+        limit: 100000,
         rules: [
           {
             alert: "HeliosOffloadRowPressureWithPageHeadroom",
@@ -328,6 +336,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-offload-host-tier",
+        limit: 100000,
         rules: [
           {
             alert: "HeliosOffloadHostTierNoReuse",
@@ -345,6 +354,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-offload-stores",
+        limit: 100000,
         rules: [
           {
             alert: "HeliosOffloadStoresDropped",
@@ -362,6 +372,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-offload-inert",
+        limit: 100000,
         rules: [
           {
             alert: "HeliosOffloadCacheInert",
@@ -379,6 +390,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-gpu",
+        limit: 100000,
         rules: [
           {
             alert: "HeliosGpuLost",

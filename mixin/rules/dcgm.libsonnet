@@ -8,6 +8,7 @@ local h = import '../lib/helios.libsonnet';
     groups: h.enabledGroups(c, [
       {
         name: "helios-dcgm.rules",
+        limit: 100000,
         rules: [
           {
             record: "helios:gpu_rank_info:by_uuid",

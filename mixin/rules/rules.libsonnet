@@ -8,6 +8,7 @@ local h = import '../lib/helios.libsonnet';
     groups: h.enabledGroups(c, [
       {
         name: "helios-offload.rules",
+        limit: 100000,
         rules: [
           {
             record: "helios:offload_slab_free:ratio",
@@ -33,6 +34,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-offload-misses.rules",
+        limit: 100000,
         rules: [
           {
             record: "helios:offload_lookup_misses:rate" + c.rate_window,
@@ -42,6 +44,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-offload-evictions.rules",
+        limit: 100000,
         rules: [
           {
             record: "helios:offload_eviction_outcomes:rate" + c.rate_window,
@@ -55,6 +58,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-offload-pressure.rules",
+        limit: 100000,
         rules: [
           {
             record: "helios:offload_eviction_attempts:rate" + c.rate_window,
@@ -84,6 +88,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-offload-requests.rules",
+        limit: 100000,
         rules: [
           {
             record: "helios:offload_host_stores:rate" + c.rate_window,
@@ -117,6 +122,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-offload-stores.rules",
+        limit: 100000,
         rules: [
           {
             record: "helios:offload_host_store_outcomes:per_lookup_rate" + c.rate_window,
@@ -130,6 +136,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-offload-tokens.rules",
+        limit: 100000,
         rules: [
           {
             record: "helios:offload_prompt_tokens:rate" + c.rate_window,
@@ -143,6 +150,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-offload-blocked.rules",
+        limit: 100000,
         rules: [
           {
             record: "helios:offload_lookup_blocked_tokens:per_lookup_rate" + c.rate_window,
@@ -152,6 +160,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-restore.rules",
+        limit: 100000,
         rules: [
           {
             record: "helios:restore_deadline_time_left:seconds",
@@ -165,6 +174,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-gpu.rules",
+        limit: 100000,
         rules: [
           {
             record: "helios:gpu_power_limit:ratio",
@@ -182,6 +192,7 @@ local h = import '../lib/helios.libsonnet';
       },
       {
         name: "helios-exporter.rules",
+        limit: 100000,
         rules: [
           {
             record: "helios:exporter_source_staleness:seconds",

@@ -299,3 +299,39 @@ def test_promtool_tests_fix_the_order_of_every_group_they_load(root: Path) -> No
                   or g == "helios-offload-steps"]
         if path.name != "restore_lag.yaml":  # the one that evaluates the memory last
             assert max(map(order.index, memory)) < min(map(order.index, readers)), path.name
+
+
+SHIPPED_RULE_FILES = ("alerts/helios-alerts.yaml", "alerts/helios-recording.yaml",
+                      "alerts/optional/helios-dcgm-recording.yaml",
+                      "deploy/kube-prometheus-stack/helios-kps.rules.yaml")
+
+
+def test_every_group_has_a_limit(root: Path) -> None:
+    """A runaway rule (a replica or shard label that leaked into a join) fails its evaluation at
+    the limit instead of flooding the store and the pager (alerts/render.py GROUP_LIMIT)."""
+    from alerts.render import GROUP_LIMIT
+
+    groups_seen = [(name, g.get("name"), g.get("limit")) for name in SHIPPED_RULE_FILES
+                   for g in _load(root / name)["groups"]]
+    for kind in ("prometheusrule.yaml",):
+        doc = _load(root / "deploy/kubernetes" / kind)
+        groups_seen += [(kind, g.get("name"), g.get("limit")) for g in doc["spec"]["groups"]]
+    assert groups_seen
+    assert [g for g in groups_seen if g[2] != GROUP_LIMIT] == []
+
+
+@pytest.mark.e2e
+def test_vmalert_accepts_every_shipped_rule_file(root: Path) -> None:
+    """vmalert rejects a group field it does not know; the groups' `limit` is one it knows."""
+    vmalert = shutil.which("vmalert")
+    if vmalert is None:
+        pytest.fail("vmalert not on PATH: scripts/bootstrap installs Debian's victoria-metrics")
+    for name in SHIPPED_RULE_FILES:
+        result = subprocess.run([vmalert, "-dryRun", f"-rule={root / name}"], check=False,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stdout + result.stderr
+    bogus = root / "alerts/helios-recording.yaml"
+    broken = bogus.read_text().replace("limit:", "no_such_field:", 1)
+    result = subprocess.run([vmalert, "-dryRun", "-rule=/dev/stdin"], input=broken, check=False,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "no_such_field" in result.stdout + result.stderr
