@@ -116,7 +116,16 @@ def _certificate_alerts(c: Config, q: Q, t: T) -> list[Alert]:
 
 def alerts(c: Config) -> list[Alert]:
     q, t = Q(c), T(c)
-    no_target = f"\nor\nabsent({q.sel('up')})" if c.alert_when_no_target else ""
+    # No target at all, on a rule engine that scraped a sidecar of the job within the window
+    # memory (it remembers one): a Prometheus replica or shard that scrapes no sidecar (another
+    # job's, an empty hashmod shard) stays silent (issue 35). Reads one remembered sample per
+    # sidecar, not `up`'s 3 hours. Both absent() carry the selector's equality matchers as labels,
+    # so `unless` matches them without an `on` (which would drop the cluster label).
+    no_target = (
+        f"\nor\n(\n  absent({q.sel('up')})\n  unless\n"
+        f"  absent({q.seen('helios_restore_window_open')})\n)"
+        if c.alert_when_no_target else ""
+    )
     # absent() has no instance label: name the job alone then.
     sidecar = "{{ $labels.job }}{{ with $labels.instance }}/{{ . }}{{ end }}" + t.cluster
     return [
@@ -137,7 +146,9 @@ def alerts(c: Config) -> list[Alert]:
                 "open (as last seen): a planned outage, covered by the restore alerts."
             ),
             meaning="`up == 0`"
-            + (" or no `up` series of the job (`absent`)" if c.alert_when_no_target else ""),
+            + (" or no `up` series of the job (`absent`) where a sidecar of the job was scraped "
+               f"within the window memory ({c.window_memory}): a replica or shard that scrapes "
+               "none stays silent" if c.alert_when_no_target else ""),
         ),
         Alert(
             name="HeliosEngineSnapshotFailing",

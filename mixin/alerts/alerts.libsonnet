@@ -202,7 +202,7 @@ local h = import '../lib/helios.libsonnet';
         rules: [
           {
             alert: "HeliosExporterDown",
-            expr: (if c.exporter.alert_when_no_target then "up{" + c.selector + "} == 0\nor\nabsent(up{" + c.selector + "})" else "up{" + c.selector + "} == 0"),
+            expr: (if c.exporter.alert_when_no_target then "up{" + c.selector + "} == 0\nor\n(\n  absent(up{" + c.selector + "})\n  unless\n  absent(helios:restore_window_open:last_seen{" + c.selector + "})\n)" else "up{" + c.selector + "} == 0"),
             labels: {
               severity: c.severity.HeliosExporterDown,
             },
