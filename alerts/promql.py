@@ -122,6 +122,14 @@ class Q:
     def deadline_last(self, bound: str) -> str:
         return self.seen("helios_restore_deadline_timestamp_seconds", bound=bound)
 
+    def deadline_of_window(self, bound: str) -> str:
+        """The remembered `bound` deadline belongs to the remembered window: it lies after the
+        window's start. Not so for an instant where a store shows a new window's start before
+        its deadline (remote write gives no scrape atomically: seen in VictoriaMetrics under
+        load, docs/scale.md), and the memory still holds the last window's deadline."""
+        return (f"{self.deadline_last(bound)}\n> {self.on}\n"
+                f"{self.seen('helios_restore_window_start_timestamp_seconds')}")
+
     def stepped(self, record: str, expr: str) -> str:
         """`expr`, to be recorded as `record` in steps (see STEP): only for the series whose
         last step is older than STEP_GUARD."""

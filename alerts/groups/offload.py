@@ -14,7 +14,8 @@ GROUP = "helios-offload"
 # HeliosOffloadHostTierNoReuse's counters, grown over the host-tier window: read as the sum of
 # their 5-minute increases, kept once every 5 minutes per target (a step, alerts/promql.py), so an
 # hour reads 12 steps per target instead of 240 samples per series. Recorded in a group of their
-# own, which Prometheus evaluates beside the alerts.
+# own, which Prometheus evaluates beside the alerts. A step rule reads its own last step, so the
+# group stays whole: a ruler that shards by group (Mimir) keeps it on one replica (docs/scale.md).
 STEPS_GROUP = "helios-offload-steps"
 # The alert itself is a group of its own too: in a fleet whose host tier is misconfigured
 # everywhere it fires for every engine, and Prometheus expands the annotations of every firing

@@ -42,6 +42,7 @@ def alerts(c: Config) -> list[Alert]:
                 f"{q.seen(INCUMBENT_INFLIGHT)} > 0",
                 f"{q.deadline_last('request_cutoff')} < time()",
                 q.window_open_last(),
+                q.deadline_of_window("request_cutoff"),
                 op=f"and {q.on}",
             ),
             summary=f"Incumbent requests in flight after the request cutoff on {target}",
@@ -71,6 +72,7 @@ def alerts(c: Config) -> list[Alert]:
                 f"{q.deadline_last('restore')} - time() <= {c.at_risk_margin.seconds}",
                 f"{q.deadline_last('restore')} > time()",
                 q.window_open_last(),
+                q.deadline_of_window("restore"),
                 op=f"and {q.on}",
             ),
             summary=f"Restore of {target} at risk: its restore deadline is {c.at_risk_margin} away or less",
@@ -98,6 +100,7 @@ def alerts(c: Config) -> list[Alert]:
             expr=join(
                 f"{q.deadline_last('restore')} < time()",
                 q.window_open_last(),
+                q.deadline_of_window("restore"),
                 op=f"and {q.on}",
             ),
             summary=f"Restore bound breached on {target}",

@@ -20,7 +20,10 @@ The rules run in groups of their own, before the alerts in the file (promtool ev
 file order, Prometheus side by side): the alerts read the memory as of its group's last
 evaluation, at most one evaluation interval old. The window state and deadlines are one group,
 the post-restore checks (four series per sidecar, the most of any) another, so that each stays
-well under the 200 ms a group may take at 1,000 engines.
+well under the 200 ms a group may take at 1,000 engines. A metric's three rules stay in one group
+and in this order: the step rule reads its own last step and the recent rule evaluated just
+before it, and `last_seen` reads both in the same evaluation. A ruler shards by group (Mimir), so
+no split puts them on different schedules (docs/scale.md; tests/alerts/test_alert_rules.py).
 """
 
 from __future__ import annotations

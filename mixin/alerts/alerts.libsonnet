@@ -148,7 +148,7 @@ local h = import '../lib/helios.libsonnet';
           } + h.forField(c["for"].HeliosRestoreWindowForgotten),
           {
             alert: "HeliosRequestCutoffBreached",
-            expr: "(\n  helios:restore_incumbent_inflight_requests:last_seen{" + c.selector + "} > 0\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"request_cutoff\"} < time()\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  helios:restore_window_open:last_seen{" + c.selector + "} == 1\n)",
+            expr: "(\n  helios:restore_incumbent_inflight_requests:last_seen{" + c.selector + "} > 0\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"request_cutoff\"} < time()\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  helios:restore_window_open:last_seen{" + c.selector + "} == 1\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"request_cutoff\"}\n  > on (" + c.cluster_label + ", job, instance)\n  helios:restore_window_start_timestamp_seconds:last_seen{" + c.selector + "}\n)",
             labels: {
               severity: c.severity.HeliosRequestCutoffBreached,
             },
@@ -160,7 +160,7 @@ local h = import '../lib/helios.libsonnet';
           } + h.forField(c["for"].HeliosRequestCutoffBreached),
           {
             alert: "HeliosRestoreBoundAtRisk",
-            expr: "(\n  helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"restore\"} - time() <= " + std.toString(h.seconds(c.restore.at_risk_margin)) + "\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"restore\"} > time()\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  helios:restore_window_open:last_seen{" + c.selector + "} == 1\n)",
+            expr: "(\n  helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"restore\"} - time() <= " + std.toString(h.seconds(c.restore.at_risk_margin)) + "\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"restore\"} > time()\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  helios:restore_window_open:last_seen{" + c.selector + "} == 1\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"restore\"}\n  > on (" + c.cluster_label + ", job, instance)\n  helios:restore_window_start_timestamp_seconds:last_seen{" + c.selector + "}\n)",
             labels: {
               severity: c.severity.HeliosRestoreBoundAtRisk,
             },
@@ -172,7 +172,7 @@ local h = import '../lib/helios.libsonnet';
           } + h.forField(c["for"].HeliosRestoreBoundAtRisk),
           {
             alert: "HeliosRestoreBoundBreached",
-            expr: "(\n  helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"restore\"} < time()\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  helios:restore_window_open:last_seen{" + c.selector + "} == 1\n)",
+            expr: "(\n  helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"restore\"} < time()\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  helios:restore_window_open:last_seen{" + c.selector + "} == 1\n)\nand on (" + c.cluster_label + ", job, instance)\n(\n  helios:restore_deadline_timestamp_seconds:last_seen{" + c.selector + ", bound=\"restore\"}\n  > on (" + c.cluster_label + ", job, instance)\n  helios:restore_window_start_timestamp_seconds:last_seen{" + c.selector + "}\n)",
             labels: {
               severity: c.severity.HeliosRestoreBoundBreached,
             },

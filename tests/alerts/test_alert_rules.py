@@ -335,3 +335,23 @@ def test_vmalert_accepts_every_shipped_rule_file(root: Path) -> None:
     result = subprocess.run([vmalert, "-dryRun", "-rule=/dev/stdin"], input=broken, check=False,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0 and "no_such_field" in result.stdout + result.stderr
+
+
+def test_recording_rules_that_read_recorded_series_stay_in_their_group(root: Path) -> None:
+    """The restore memory and the host-tier steps read what their own group records (a step
+    reads its last step, `last_seen` the steps); a ruler shards by group (docs/scale.md), so each
+    recorded series they read is recorded earlier in the same group, never in another."""
+    doc = _load(root / "alerts/helios-alerts.yaml")
+    where = {r["record"]: (g["name"], i) for g in doc["groups"]
+             for i, r in enumerate(g["rules"]) if "record" in r}
+    readers = 0
+    for g in doc["groups"]:
+        for i, rule in enumerate(g["rules"]):
+            if "record" not in rule:
+                continue
+            for name in set(SELECTOR_RE.findall(rule["expr"])) & set(where):
+                group, pos = where[name]
+                assert group == g["name"], (rule["record"], name, group)
+                assert pos <= i, f"{rule['record']} reads {name}, recorded after it"
+                readers += 1
+    assert readers > 0

@@ -37,9 +37,9 @@ def _s(text: str) -> float:
 
 
 def test_a_restarted_replica_restores_every_shipped_for() -> None:
-    """Prometheus restores the `for:` state of an alert only when its `for:` is longer than
-    --rules.alert.for-grace-period (default 10m: none of the shipped ones of 10m or less), after
-    an outage no longer than --rules.alert.for-outage-tolerance."""
+    """Prometheus restores the `for:` state of an alert only when its `for:` is at least
+    --rules.alert.for-grace-period (default 10m: none of the shipped ones shorter than 10m),
+    after an outage no longer than --rules.alert.for-outage-tolerance."""
     config = load_config()
     shortest = min(d.seconds for d in config.for_.values() if d.seconds)
     flags = _flags("prometheus.flags")

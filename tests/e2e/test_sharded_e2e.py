@@ -198,10 +198,12 @@ def _story(central: Central, inc: Incident) -> str:
         assert abs(value - window[name]) <= SAME_TIME_TOLERANCE, (name, value, window[name])
     inc.close_window("late")
     wait_delivery(central.hook, inc, PAGE, "resolved")
-    # In time: vmalert's memory sees the window open (an existing series now: about a second),
-    # and it closes well within its 50 s bound.
-    seen = f'helios:restore_window_open:last_seen{{instance="{inc.instance}"}} == 1'
-    inc.in_time_window(lambda: query(central.vm, seen))
+    # In time: vmalert's memory sees the window open and drained (existing series now: about a
+    # second), and it closes well within its 50 s bound.
+    sel = f'{{instance="{inc.instance}"}}'
+    seen = (f"helios:restore_window_open:last_seen{sel} == 1",
+            f"helios:restore_incumbent_inflight_requests:last_seen{sel} == 0")
+    inc.in_time_window(lambda: all(query(central.vm, expr) for expr in seen))
     return f"{inc.key}: " + ", ".join(f"{k} {remembered[k] - window[k]:+.2e} s" for k in remembered)
 
 

@@ -79,6 +79,7 @@ def write_targets(path: Path, ports: list[int]) -> None:
 # -- Alertmanager cluster ----------------------------------------------------------------------
 PAGE_PATH = "/helios/page"  # alertmanager.yml's helios-page webhook, here at the local webhook
 TICKET_PATH = "/helios/ticket"
+PAGE_TEXT_PATH = "/hooks/helios-oncall"  # the same page as Slack text, rendered by helios.tmpl
 
 
 def shipped_am(hook: WebhookReceiver) -> str:
@@ -211,12 +212,15 @@ class Incident:
                                          TIMEOUT, f"{self.key}: {what}", self.sidecar, 0.1)
         return found
 
-    def open_window(self) -> float:
-        """Drain and stop the engine: the window opens; returns its start."""
+    def open_window(self, seen_drained: Callable[[], Any] | None = None) -> float:
+        """Drain and stop the engine: the window opens; returns its start. Drained before it
+        stops (no request lost, no check fails), and with `seen_drained`, stopped only once the
+        rule engine has seen it drained too."""
         self.admin("admission", {"state": "draining"})
         start = float(self.wait(lambda r: r["window"], "window open")["window"]["start"])
-        # Drained before it stops: no request is lost, no check fails.
         self.wait(lambda r: r["phase"] == "drained", "drained")
+        if seen_drained is not None:
+            wait_for(seen_drained, TIMEOUT, f"{self.key}: the rule engine sees it drained")
         self.admin("crash")
         return start
 
@@ -228,10 +232,9 @@ class Incident:
         assert last["outcome"] == outcome, last
         return last
 
-    def in_time_window(self, seen: Callable[[], Any]) -> dict[str, Any]:
-        """A window that closes in time, once the rule engine has seen it open (`seen`)."""
-        self.open_window()
-        wait_for(seen, TIMEOUT, f"{self.key}: the rule engine sees the window open")
+    def in_time_window(self, seen_drained: Callable[[], Any]) -> dict[str, Any]:
+        """A window that closes in time, once the rule engine has seen it open and drained."""
+        self.open_window(seen_drained)
         return self.close_window("in_time")
 
 
@@ -319,6 +322,10 @@ def assert_late_window_paged_once(hook: WebhookReceiver, inc: Incident, *,
         (resolve,) = page.resolved
         assert any(a["labels"]["alertname"] == NOTICE and a["status"] == "firing"
                    for a in resolve.alerts), "the resolve came without its notice"
+    # helios.tmpl names the engine from the labels every topology keeps (no replica, no shard).
+    titles = [p.body["attachments"][0]["title"] for p in hook.posts() if p.path == PAGE_TEXT_PATH]
+    want = f"[FIRING] Helios {JOB}/{inc.instance}: {PAGE}"
+    assert want in titles, titles
     return eps
 
 
