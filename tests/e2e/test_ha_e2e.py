@@ -1,18 +1,19 @@
 """An HA pair of Prometheus servers and a two-node Alertmanager cluster, with the shipped files:
 deploy/ha/prometheus.yml and prometheus.flags for both replicas (HELIOS_REPLICA=a, b; the
-`replica` label dropped from alerts), deploy/ha/alertmanager.flags for both Alertmanagers,
-loaded with deploy/alertmanager/alertmanager-test.yml (the shipped routing, 1 s timers, every
-receiver at a local webhook). The files are used as they are; tests/e2e/topology.py replaces
-host names, paths and the 15 s intervals (1 s here), nothing else.
+`replica` label dropped from alerts), deploy/ha/alertmanager.flags for both Alertmanagers, loaded
+with the production deploy/alertmanager/alertmanager.yml (receivers at a local webhook, every
+timer divided by 12). The files are used as they are; tests/e2e/topology.py replaces host names,
+paths and the 15 s intervals (1 s here), nothing else.
 
-Each engine plays a window that closes in time, then one that breaches its restore bound
-(10 s) and closes late; every notification that reaches the webhook is counted
-(topology.episodes): each page and each resolve once, with the engine's `instance`, no
-notification twice, none re-sent as new:
+Each engine plays a window that closes in time, then one that breaches its restore bound (10 s)
+and closes late (each stopped once both replicas saw it drained); every notification that reaches
+the webhook is counted (topology.episodes): each page and each resolve once, with the engine's
+`instance`, no notification twice, none re-sent as new:
 
 - through a replica SIGKILLed inside the open window and restarted on its data directory;
 - through the Alertmanager that would notify first SIGKILLed while the page waits out its
   group_wait, and restarted on its storage before the resolve.
+
 """
 
 from __future__ import annotations

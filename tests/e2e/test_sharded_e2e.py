@@ -1,22 +1,22 @@
-"""Sharded scraping and Prometheus agent mode into a central store whose rule engine runs the
-shipped rules, with the shipped files of deploy/ha/: two vmagents in cluster mode
-(vmagent.flags, vmagent-scrape.yml) split the sidecars between them, a Prometheus in agent mode
+"""Sharded scraping and Prometheus agent mode into a central store whose rule engine runs the shipped
+rules, with the shipped files of deploy/ha/: two vmagents in cluster mode (vmagent.flags,
+vmagent-scrape.yml) split the sidecars between them, a Prometheus in agent mode
 (prometheus-agent.yml, prometheus-agent.flags) scrapes another, all remote-write to one
 VictoriaMetrics (victoria-metrics.flags), where vmalert (vmalert.flags) evaluates
-alerts/helios-alerts.yaml and alerts/helios-recording.yaml and sends to the two-node
-Alertmanager cluster of test_ha_e2e.py (tests/e2e/topology.py: deploy/ha/alertmanager.flags and
-the production alertmanager.yml, receivers at a local webhook, timers divided by 12). The files
-are used as they are, with host names, paths and the 15 s intervals replaced (1 s here); the
-test adds only listen addresses, data paths and how often the agents re-read their target file
-and flush.
+alerts/helios-alerts.yaml and alerts/helios-recording.yaml and sends to the two-node Alertmanager
+cluster of test_ha_e2e.py (tests/e2e/topology.py: deploy/ha/alertmanager.flags and the production
+alertmanager.yml, receivers at a local webhook, timers divided by 12). The files are used as they
+are, with host names, paths and the 15 s intervals replaced (1 s here); the test adds only listen
+addresses, data paths and how often the agents re-read their target file and flush.
 
 Each engine (one per vmagent, one behind the agent; run at once) plays a window that breaches its
-restore bound and closes late, then one that closes in time. The bound is 50 s, not 10 s as in
-test_ha_e2e.py: vmalert reads a recorded series about 10 s after it first writes it and the
-restore memory is three recorded steps deep, so it sees a new window open up to about 30 s
-late (docs/scale.md). Every notification at the webhook is counted (topology.episodes): each page
-and each resolve once, with the engine's own `instance`; the remembered window start and
-deadlines vmalert recorded agree with the sidecar's own within the rules' tolerance.
+restore bound and closes late, then one that closes in time (once vmalert saw it drained). The
+bound is 50 s, not 10 s as in test_ha_e2e.py: vmalert reads a recorded series about 10 s after it
+first writes it and the restore memory is three recorded steps deep, so it sees a new window open
+up to about 30 s late (docs/scale.md). Every notification at the webhook is counted
+(topology.episodes): each page and each resolve once, with the engine's own `instance`; the
+remembered window start and deadlines vmalert recorded agree with the sidecar's own within the
+rules' tolerance.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """What the topology tests share (tests/e2e/test_ha_e2e.py, tests/e2e/test_sharded_e2e.py): the
 shipped files of deploy/ha/ read as they are, with only the host names, paths and the 15 s
 intervals replaced (`shipped`: every replacement must match, so a changed file fails loudly);
-a two-node Alertmanager cluster with the shipped routing (deploy/alertmanager/alertmanager-test.yml:
-1 s timers, every receiver posting to a local webhook); restore incidents played on simulated
-engines and real sidecars; and the count of every notification that reached the webhook.
+a two-node Alertmanager cluster (deploy/ha/alertmanager.flags) loading the production
+deploy/alertmanager/alertmanager.yml, its receivers at a local webhook and every timer divided by
+AM_SCALE; restore incidents played on simulated engines and real sidecars; and the count of every
+notification that reached the webhook.
 """
 
 from __future__ import annotations
