@@ -3,13 +3,15 @@
 `step(state, input, bounds)` returns the next `RestoreState`; it reads no clock and does no I/O,
 so every transition is unit-tested with plain numbers and the restore keeper persists whatever
 comes out.
-`refusal(state, kind)` says why an event would be refused (the events API answers 409 then).
+`refusal(state, kind)` says why an event would be refused (the events API answers 409 then;
+exporter/restore/answers.py is the table of every event in every state).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from exporter.restore.answers import UNREACHABLE_REFUSAL, refusal
 from exporter.restore.checks import CHECKS, compute_checks, identity_checks, verified
 from exporter.restore.model import (
     CAUSES,
@@ -35,29 +37,15 @@ from exporter.restore.record import judge, unwatched
 from exporter.snapshot import Snapshot
 
 __all__ = [
-    "CAUSES", "CHECKS", "EVENT_KINDS", "MAX_EVENT_IDS", "OUTCOMES", "PHASES", "Bounds", "Cause",
-    "Engine", "Event", "EventKind", "Input", "LastWindow", "Outcome", "Phase", "Poll",
-    "Preflight", "RestoreState", "Window", "compute_checks", "is_duplicate", "refusal",
-    "restarted", "step", "unverified",
+    "CAUSES", "CHECKS", "EVENT_KINDS", "MAX_EVENT_IDS", "OUTCOMES", "PHASES",
+    "UNREACHABLE_REFUSAL", "Bounds", "Cause", "Engine", "Event", "EventKind", "Input",
+    "LastWindow", "Outcome", "Phase", "Poll", "Preflight", "RestoreState", "Window",
+    "compute_checks", "is_duplicate", "refusal", "restarted", "step", "unverified",
 ]
-
-UNREACHABLE_REFUSAL = ("the engine is unreachable: the window closes when the engine answers "
-                       "again (send abort to discard a window whose engine will not return)")
 
 
 def is_duplicate(state: RestoreState, event_id: str) -> bool:
     return event_id in state.event_ids
-
-
-def refusal(state: RestoreState, kind: str) -> str | None:
-    """Why an event is refused, None when it is accepted.
-
-    `window_closed` while the engine is unreachable is refused: closing would judge nothing, and
-    the next failed poll would open a new window with a later start, moving both deadlines.
-    """
-    if kind == "window_closed" and state.window is not None and state.window.unreachable:
-        return UNREACHABLE_REFUSAL
-    return None
 
 
 def restarted(state: RestoreState) -> RestoreState:
@@ -232,14 +220,19 @@ def _on_failure(state: RestoreState, now: float, bounds: Bounds) -> RestoreState
 
 
 def _on_event(state: RestoreState, ev: Event, bounds: Bounds) -> RestoreState:
+    # A refused event changes nothing and is not recorded: the same id may be sent again once it
+    # can be accepted (exporter/restore/answers.py: every accepted one changes the state).
     if refusal(state, ev.kind) is not None:
-        return state  # not recorded: the same id may be sent again once it can be accepted
+        return state
     ids = (*state.event_ids, ev.id)[-MAX_EVENT_IDS:]
     state = replace(state, event_ids=ids)
     window = state.window
+    if window is None:  # drain_started (the only event accepted without a window)
+        window = replace(_open(state, ev.at, "event", state.last_seen),
+                         unreachable=state.unreachable_since is not None, watched=True)
+        return replace(state, phase="down" if window.unreachable else "draining", window=window,
+                       outage_aborted=False)
     if ev.kind == "abort":
-        if window is None:
-            return state
         last = LastWindow(window.start, ev.at, window.cause, "aborted", None, window.start_exact,
                           window.lost, window.incumbent, window.compared_with(), window.restored)
         # The checks of the last closed window stand. Aborted while the engine is unreachable
@@ -249,25 +242,13 @@ def _on_event(state: RestoreState, ev: Event, bounds: Bounds) -> RestoreState:
         return replace(state, phase="serving", window=None, last_window=last,
                        unreachable_since=None, outage_aborted=window.unreachable)
     if ev.kind == "window_closed":
-        if window is None:
-            return state
-        # The engine answers (an unreachable one is refused above): once the incumbent went
-        # away, whoever answers now is what the restore produced.
+        # The engine answers (an unreachable one is refused): once the incumbent went away,
+        # whoever answers now is what the restore produced.
         restored = window.restored or (state.last_seen if window.incumbent_gone else None)
         return _close(state, window, ev.at, bounds, restored)
-    if ev.kind == "restore_started":
-        # Only drain_started, a draining/closed engine or unreachability open a window;
-        # restore_started marks progress inside one.
-        if window is None:
-            return state
-        phase: Phase = "restoring" if state.phase == "down" else state.phase
-        return replace(state, phase=phase, window=replace(window, restore_started=True))
-    if window is None:  # drain_started
-        window = replace(_open(state, ev.at, "event", state.last_seen),
-                         unreachable=state.unreachable_since is not None, watched=True)
-        return replace(state, phase="down" if window.unreachable else "draining", window=window,
-                       outage_aborted=False)
-    return state
+    # restore_started: progress inside the window (drain_started with a window open is refused).
+    phase: Phase = "restoring" if state.phase == "down" else state.phase
+    return replace(state, phase=phase, window=replace(window, restore_started=True))
 
 
 def _on_preflight(state: RestoreState, pf: Preflight, bounds: Bounds) -> RestoreState:

@@ -28,7 +28,7 @@ def open_window_state() -> RestoreState:
     """A window opened by a drain at a start with sub-millisecond digits, incumbent known."""
     return final([poll(1764389520.123456, inflight=3),
                   poll(1764389525.987654321, admission="draining", inflight=2),
-                  event(1764389526.5, "drain_started", "ev-1")])
+                  event(1764389526.5, "restore_started", "ev-1")])
 
 
 def closed_window_state() -> RestoreState:

@@ -159,7 +159,7 @@ def test_both_bearer_apis_share_the_count_and_the_slow_down(tmp_path: Path) -> N
 
 def test_the_right_bearer_token_resets_the_count(tmp_path: Path) -> None:
     env = Sidecar(tmp_path)
-    body = {"id": "e2", "event": "restore_started"}
+    body = {"id": "e2", "event": "drain_started"}  # accepted: it opens a window
 
     async def go(c: httpx.AsyncClient) -> list[int]:
         codes = []
@@ -210,7 +210,7 @@ def test_basic_auth_guards_everything_but_probes_and_bearer_apis(
         out["right again"] = await c.get("/status", headers=_basic("prometheus", PASSWORD))
         out["healthz"] = await c.get("/healthz")
         out["readyz"] = await c.get("/readyz")
-        out["events"] = await c.post("/restore/events", json={"id": "x", "event": "abort"},
+        out["events"] = await c.post("/restore/events", json={"id": "x", "event": "drain_started"},
                                      headers={"Authorization": f"Bearer {TOKEN}"})
         return out
 
