@@ -135,6 +135,9 @@ class RestoreState:
     last_seen: Engine | None = None  # the engine of the last good snapshot
     last_inflight: int | None = None  # of the last good snapshot (this process only)
     unreachable_since: float | None = None  # first failed poll of the current failure streak
+    # The same on the monotonic clock: the down grace is a duration, never measured on the wall
+    # clock (a step back of the wall clock would delay a window by as much).
+    unreachable_mono: float | None = None
     checks: dict[str, bool] = field(default_factory=dict)  # of the last closed window
     last_window: LastWindow | None = None  # the last window that ended, however
     event_ids: tuple[str, ...] = ()

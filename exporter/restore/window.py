@@ -56,8 +56,8 @@ def restarted(state: RestoreState) -> RestoreState:
     window = state.window
     if window is not None and window.watched:
         window = replace(window, watched=False)
-    return replace(state, window=window, unreachable_since=None, seen_since_start=False,
-                   last_inflight=None)
+    return replace(state, window=window, unreachable_since=None, unreachable_mono=None,
+                   seen_since_start=False, last_inflight=None)
 
 
 def unverified(state: RestoreState) -> bool:
