@@ -155,8 +155,12 @@ class RestoreState:
 
 @dataclass(frozen=True, slots=True)
 class Poll:
-    at: float
-    snapshot: Snapshot | None  # None: refused, timed out, or no valid snapshot
+    at: float  # wall clock: what a window's start and its record show
+    snapshot: Snapshot | None  # None: the poll failed
+    mono: float | None = None  # monotonic clock, for durations (the down grace); None: `at`
+    # The engine answered although without a valid snapshot (a source error, not an outage:
+    # docs/interface.md section 6.1); only with `snapshot` None.
+    answered: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,7 +72,11 @@ def step(state: RestoreState, inp: Input, bounds: Bounds) -> RestoreState:
     if isinstance(inp, Preflight):
         return _on_preflight(state, inp, bounds)
     if inp.snapshot is None:
-        return _on_failure(state, inp.at, bounds)
+        if inp.answered:
+            # The engine is there, its snapshot unusable: not an outage (no window opens, the
+            # grace does not run), and nothing is learnt about the window either.
+            return replace(state, unreachable_since=None, unreachable_mono=None)
+        return _on_failure(state, inp.at, inp.at if inp.mono is None else inp.mono, bounds)
     return _on_snapshot(state, inp.snapshot, inp.at, bounds)
 
 
@@ -100,7 +104,8 @@ def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds
     first = not state.seen_since_start
     previous = state.last_seen
     inflight = snap.admission.inflight_requests if snap.admission else None
-    state = replace(state, unreachable_since=None, seen_since_start=True, last_seen=engine,
+    state = replace(state, unreachable_since=None, unreachable_mono=None,
+                    seen_since_start=True, last_seen=engine,
                     last_inflight=inflight, outage_aborted=False)
     admission = snap.admission.state if snap.admission else None
     window = state.window
@@ -196,12 +201,14 @@ def _restored_unwatched(state: RestoreState, previous: Engine, engine: Engine,
                    reference=engine if verified(checks) else reference)
 
 
-def _on_failure(state: RestoreState, now: float, bounds: Bounds) -> RestoreState:
+def _on_failure(state: RestoreState, now: float, mono: float, bounds: Bounds) -> RestoreState:
     since = state.unreachable_since if state.unreachable_since is not None else now
-    state = replace(state, unreachable_since=since)
+    since_mono = state.unreachable_mono if state.unreachable_mono is not None else mono
+    state = replace(state, unreachable_since=since, unreachable_mono=since_mono)
     # Unreachable for longer than the down grace: the engine went away (one failed poll, a
-    # timeout under load, does not make it so).
-    away = now - since > bounds.down_grace
+    # timeout under load, does not make it so). A duration: measured on the monotonic clock,
+    # so a step of the wall clock neither delays nor hastens it; the start shown is wall-clock.
+    away = mono - since_mono > bounds.down_grace
     window = state.window
     if window is None:
         if not away or state.outage_aborted:
@@ -240,7 +247,8 @@ def _on_event(state: RestoreState, ev: Event, bounds: Bounds) -> RestoreState:
         # would restart the clock; the next window opens once the engine has answered again
         # (or on drain_started). Aborted while it answers: a new failure streak may open one.
         return replace(state, phase="serving", window=None, last_window=last,
-                       unreachable_since=None, outage_aborted=window.unreachable)
+                       unreachable_since=None, unreachable_mono=None,
+                       outage_aborted=window.unreachable)
     if ev.kind == "window_closed":
         # The engine answers (an unreachable one is refused): once the incumbent went away,
         # whoever answers now is what the restore produced.
@@ -276,7 +284,7 @@ def _close(state: RestoreState, window: Window, now: float, bounds: Bounds,
     last = LastWindow(window.start, now, window.cause, outcome, not_before, window.start_exact,
                       window.lost, window.incumbent, compared, restored, restored is None)
     state = replace(state, phase="serving", window=None, last_window=last,
-                    unreachable_since=None)
+                    unreachable_since=None, unreachable_mono=None)
     if restored is None:
         # Nothing was restored (the incumbent's own incarnation admits again, or a drain called
         # off was closed by an event): there is nothing to judge, and the last judgment stands,
