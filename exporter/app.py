@@ -24,7 +24,7 @@ from exporter.experiment.routes import add_phase_routes
 from exporter.exposition import ExpositionCache, wants_gzip, wants_openmetrics
 from exporter.loop import PollLoop
 from exporter.oncall.html import HEADERS as PAGE_HEADERS
-from exporter.restore.events import RestoreEventIn, RestoreEventOut, RestoreEventRefused
+from exporter.restore.events import RestoreEventIn, RestoreEventOut, RestoreEventRefused, TokenFile
 from exporter.version import VERSION
 from exporter.web.auth import AuthFailures
 
@@ -41,7 +41,7 @@ def build_app(
     loop: PollLoop,
     cache: ExpositionCache,
     status: Callable[[], dict[str, Any]],
-    events_token: bytes | None,
+    events_token: TokenFile | bytes | None,
     phases: PhaseBook | None = None,
     page: Callable[[], str] | None = None,
     *,

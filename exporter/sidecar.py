@@ -32,7 +32,7 @@ from exporter.pins import Pins
 from exporter.redact import redact_url
 from exporter.registry import Collectors, build_registry
 from exporter.restore import preflight
-from exporter.restore.events import read_token
+from exporter.restore.events import TokenFile
 from exporter.restore.keeper import PreflightProbe, RestoreKeeper
 from exporter.restore.store import StateStore
 from exporter.restore.window import Bounds
@@ -64,7 +64,7 @@ class Sidecar:
     registry: Collectors
     cache: ExpositionCache
     client: httpx.AsyncClient
-    events_token: bytes | None
+    events_token: TokenFile | None
     clock: Callable[[], float]
     closers: list[Any]
     phases: PhaseBook
@@ -153,7 +153,7 @@ def build(
                               http=HttpCollector(connections, failures, web), process=process,
                               platform=platform, build_info=build_info, timer=timer)
     cache = ExpositionCache(registry)
-    token = None if config.events_token_file is None else read_token(config.events_token_file)
+    token = None if config.events_token_file is None else TokenFile(config.events_token_file)
 
     async def fresh_capture() -> Capture:
         # The capture's time is its cycle's, taken once the cycle lock is held: a phase edge

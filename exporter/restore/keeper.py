@@ -52,10 +52,13 @@ log = structlog.get_logger("helios_exporter.restore")
 
 PreflightProbe = Callable[[], Awaitable[tuple[bool, str]]]
 EVENT_RESULTS: Final = ("accepted", "duplicate", "refused")  # helios_restore_events_total{result}
-# A poll that failed for one of these found no engine (docs/interface.md section 6.1); any other
-# failure is an engine that answered without a valid snapshot: a source error
-# (HeliosEngineSnapshotFailing), not an outage, so it never opens a window.
-UNREACHABLE: Final = frozenset({ErrorReason.CONNECT, ErrorReason.TIMEOUT})
+# A poll that failed for one of these found no engine serving (docs/interface.md section 6.1):
+# refused, timed out, or an HTTP error status (a crashed engine behind a proxy, one starting up).
+# Any other failure (schema, decode, unsupported_version, too_large) is an engine that answered
+# without a valid snapshot: a source error (HeliosEngineSnapshotFailing), not an outage, so it
+# never opens a window.
+UNREACHABLE: Final = frozenset({ErrorReason.CONNECT, ErrorReason.TIMEOUT, ErrorReason.HTTP_STATUS,
+                                ErrorReason.OTHER})
 
 
 @dataclass(frozen=True, slots=True)
