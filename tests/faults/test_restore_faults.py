@@ -374,3 +374,27 @@ def test_a_rotated_token_is_taken_and_the_right_one_never_locked_out(
         assert peak_rss_kib(proc.pid) < MAX_HWM_KIB
     finally:
         proc.stop()
+
+
+def test_an_engine_answering_an_invalid_snapshot_opens_no_window(
+        engine: HostileEngine, tmp_path: Path) -> None:
+    """A serving engine whose snapshot fails validation opened a restore window in phase
+    `down` (restore pages for a bug in the snapshot): it is a source error, not an outage."""
+    state_dir = tmp_path / "state"
+    engine.case = Case("sane")
+    proc, url = sidecar(engine, state_dir, tmp_path)
+    try:
+        wait_for(lambda: status(url)["engine_up"], 10, "engine up", proc)
+        broken = sane_snapshot()
+        broken["generation"] = 7  # a schema error
+        engine.case = Case("invalid", snapshot=json_body(broken))
+        wait_for(lambda: status(url)["sources"]["engine_snapshot"]["last_reason"] == "schema",
+                 10, "a schema error", proc, interval=0.05)
+        cycles = status(url)["poll_cycles"]
+        wait_for(lambda: status(url)["poll_cycles"] > cycles + 20, 30, "4 s of polls", proc)
+        s = status(url)
+        assert s["restore"]["window"] is None and s["restore"]["phase"] == "serving"
+        assert s["sources"]["engine_snapshot"]["last_reason"] == "schema"  # still failing
+        assert peak_rss_kib(proc.pid) < MAX_HWM_KIB
+    finally:
+        proc.stop()
