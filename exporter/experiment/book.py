@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from exporter.defaults import MAX_OPEN_PHASES, MAX_PHASES_KEPT
-from exporter.durable import atomic_write, move_aside, remove_stale_temporaries
+from exporter.durable import atomic_write, move_aside, read_regular, remove_stale_temporaries
 from exporter.experiment.capture import Capture, CaptureError, from_json, to_json
 from exporter.experiment.deltas import deltas, problems
 
@@ -108,12 +108,12 @@ class PhaseStore:
         self.path = directory / STATE_FILE
 
     def load(self) -> tuple[Phase, ...]:
-        """The saved phases (none without a file). OSError when the file cannot be read;
-        a file that cannot be decoded is moved aside and reported, and the book starts empty."""
+        """The saved phases (none without a file). OSError when the file cannot be read or is
+        not a regular file (a FIFO, a link: never followed, never blocked on); a file that
+        cannot be decoded is moved aside and reported, and the book starts empty."""
         remove_stale_temporaries(self.path)
-        try:
-            data = self.path.read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
+        data = read_regular(self.path)
+        if data is None:
             return ()
         try:
             return decode(data)
