@@ -97,8 +97,9 @@ def build_app(
         responses={401: {"description": "missing or wrong bearer token"},
                    404: {"description": "events endpoint disabled (no --events-token-file)"},
                    409: {"model": RestoreEventRefused,
-                         "description": "refused in this state (window_closed while the engine "
-                                        "is unreachable); the id is not recorded"},
+                         "description": "refused: the event would change nothing in this state "
+                                        "(docs/restore.md, every event in every state); the id "
+                                        "is not recorded"},
                    429: {"description": "too many failed tokens from this client; see "
                                         "Retry-After"},
                    413: {"description": "body too large"},

@@ -109,7 +109,8 @@ class RestoreKeeper:
         self._write_errors = 0
         self._corrupt_files = 0
         self._read_errors = 0
-        self._last_write_error = ""
+        self._last_write_error = ""  # the last one, kept after writes land again (history)
+        self._failing = False  # the last write attempt failed or was held
         self._last_read_error = ""
         self._problems: tuple[str, ...] = ()
         self._events: Counter[tuple[str, str]] = Counter()
@@ -281,7 +282,8 @@ class RestoreKeeper:
     def _held(self) -> bool:
         if not self._blocked:
             return False
-        if not self._last_write_error.startswith("state file unreadable"):
+        if not (self._failing and self._last_write_error.startswith("state file unreadable")):
+            self._failing = True
             self._write_errors += 1
             self._last_write_error = "state file unreadable: not overwritten"
             log.error("restore_state_write_held", path=str(self._store.path),
@@ -289,6 +291,7 @@ class RestoreKeeper:
         return True
 
     def _failed(self, exc: OSError) -> bool:
+        self._failing = True
         self._write_errors += 1
         self._last_write_error = f"{type(exc).__name__}: {exc.strerror or exc}"
         log.error("restore_state_write_failed", error=self._last_write_error,
@@ -296,9 +299,9 @@ class RestoreKeeper:
         return False
 
     def _written(self, state: RestoreState) -> bool:
-        if self._last_write_error:
+        if self._failing:
             log.info("restore_state_written_again", path=str(self._store.path))
-            self._last_write_error = ""
+            self._failing = False
         self._dirty = self._state is not state  # changed meanwhile: written at the next turn
         return True
 
