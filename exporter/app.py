@@ -24,7 +24,7 @@ from exporter.experiment.routes import add_phase_routes
 from exporter.exposition import ExpositionCache, wants_gzip, wants_openmetrics
 from exporter.loop import PollLoop
 from exporter.oncall.html import HEADERS as PAGE_HEADERS
-from exporter.restore.events import RestoreEventIn, RestoreEventOut, RestoreEventRefused
+from exporter.restore.events import RestoreEventIn, RestoreEventOut, RestoreEventRefused, TokenFile
 from exporter.version import VERSION
 from exporter.web.auth import AuthFailures
 
@@ -41,7 +41,7 @@ def build_app(
     loop: PollLoop,
     cache: ExpositionCache,
     status: Callable[[], dict[str, Any]],
-    events_token: bytes | None,
+    events_token: TokenFile | bytes | None,
     phases: PhaseBook | None = None,
     page: Callable[[], str] | None = None,
     *,
@@ -97,8 +97,9 @@ def build_app(
         responses={401: {"description": "missing or wrong bearer token"},
                    404: {"description": "events endpoint disabled (no --events-token-file)"},
                    409: {"model": RestoreEventRefused,
-                         "description": "refused in this state (window_closed while the engine "
-                                        "is unreachable); the id is not recorded"},
+                         "description": "refused: the event would change nothing in this state "
+                                        "(docs/restore.md, every event in every state); the id "
+                                        "is not recorded"},
                    429: {"description": "too many failed tokens from this client; see "
                                         "Retry-After"},
                    413: {"description": "body too large"},

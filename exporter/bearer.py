@@ -21,14 +21,15 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.requests import ClientDisconnect
 
-from exporter.restore.events import MAX_BODY_BYTES
+from exporter.restore.events import MAX_BODY_BYTES, TokenFile
 from exporter.web.auth import AuthFailures, bearer_denied
 
 M = TypeVar("M", bound=BaseModel)
 log = structlog.get_logger("helios_exporter.app")
 
 
-async def gated_body(request: Request, token: bytes | None, model: type[M], disabled: str,
+async def gated_body(request: Request, token: TokenFile | bytes | None, model: type[M],
+                     disabled: str,
                      failures: AuthFailures, path: str,
                      max_bytes: int = MAX_BODY_BYTES) -> M | JSONResponse:
     """The request's body as `model`, or the error response to send instead. `path`: the
@@ -36,7 +37,8 @@ async def gated_body(request: Request, token: bytes | None, model: type[M], disa
     under."""
     if token is None:
         return JSONResponse({"detail": disabled}, status_code=404)
-    denied = bearer_denied(request, token, failures, path)
+    secret = token.current() if isinstance(token, TokenFile) else token  # re-read on change
+    denied = bearer_denied(request, secret, failures, path)
     if denied is not None:
         return denied
     declared = request.headers.get("content-length")

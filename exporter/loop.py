@@ -122,7 +122,7 @@ class PollLoop:
         engine = derive.advance_engine(before.engine, snap_res.value, metrics_res.value,
                                        self._max_series)
         _log_engine(before.engine, engine, snap_res.value)
-        await self._keeper.observe(now, snap_res.value)
+        await self._keeper.observe(now, snap_res.value, snap_res.reason)
         nvml = latest.get("nvml")
         report = nvml.value if nvml is not None else None
         pin_checks = pins.check(self._pins, snap_res.value, pins.power_limits(report))

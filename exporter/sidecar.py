@@ -21,6 +21,7 @@ from exporter.app import build_app
 from exporter.collectors.http import HttpCollector
 from exporter.config import Config
 from exporter.defaults import HOST_TIMEOUT
+from exporter.durable import DirectoryHeld, DirectoryLock
 from exporter.experiment.book import PhaseBook, PhaseStore
 from exporter.experiment.capture import Capture, capture_of
 from exporter.exposition import ExpositionCache
@@ -31,7 +32,7 @@ from exporter.pins import Pins
 from exporter.redact import redact_url
 from exporter.registry import Collectors, build_registry
 from exporter.restore import preflight
-from exporter.restore.events import read_token
+from exporter.restore.events import TokenFile
 from exporter.restore.keeper import PreflightProbe, RestoreKeeper
 from exporter.restore.store import StateStore
 from exporter.restore.window import Bounds
@@ -52,6 +53,7 @@ from exporter.web.state import WebConfigState
 from exporter.web.webconfig import WebConfigError
 
 log = structlog.get_logger("helios_exporter")
+PREFLIGHT_GRACE = 2.0  # seconds a probe may run past --preflight-timeout before it is cut
 
 
 @dataclass
@@ -62,7 +64,7 @@ class Sidecar:
     registry: Collectors
     cache: ExpositionCache
     client: httpx.AsyncClient
-    events_token: bytes | None
+    events_token: TokenFile | None
     clock: Callable[[], float]
     closers: list[Any]
     phases: PhaseBook
@@ -98,6 +100,7 @@ def build(
     transport: httpx.AsyncBaseTransport | None = None,
     clock: Callable[[], float] = time.time,
     timer: Callable[[], float] = time.perf_counter,
+    monotonic: Callable[[], float] | None = None,
     host: Callable[[], Result[HostReport]] | None = None,
     nvml: Callable[[], Result[GpuReport]] | None = None,
     process: Collector | None = None,
@@ -105,8 +108,10 @@ def build(
     build_info: Collector | None = None,
 ) -> Sidecar:
     """The sidecar for `config`. Everything it reads can be injected (tests do): the engine's
-    HTTP transport, the wall clock, the timer of durations, the host and NVML polls (instead of
-    psutil and the NVML library), and the process/platform/build-info collectors. Raises
+    HTTP transport, the wall clock, the timer of durations, the monotonic clock of the restore
+    window's durations (by default the wall clock's own timeline when that is injected), the
+    host and NVML polls (instead of psutil and the NVML library), and the
+    process/platform/build-info collectors. Raises
     `WebConfigError` when --web-config-file does not load, `LayoutError` when --expect-layout
     does not derive."""
     web = None if config.web_config_file is None else WebConfigState(config.web_config_file)
@@ -128,7 +133,10 @@ def build(
     bounds = Bounds(config.request_cutoff, config.restore_bound, config.down_grace,
                     tuple(preflight_probes))
     blocking, closers = _blocking_sources(config, host, nvml)
-    keeper = RestoreKeeper(StateStore(config.state_dir), bounds, preflight_probes, clock)
+    # A probe past its own timeout is cut at this deadline, a failed check with its reason.
+    keeper = RestoreKeeper(StateStore(config.state_dir), bounds, preflight_probes, clock,
+                           monotonic=monotonic or (time.monotonic if clock is time.time else None),
+                           preflight_deadline=config.preflight_timeout + PREFLIGHT_GRACE)
     # A published view makes the cached exposition stale (`cache` is bound just below, before
     # any cycle can run).
     loop = PollLoop(engine_source, keeper, config.poll_interval,
@@ -145,7 +153,7 @@ def build(
                               http=HttpCollector(connections, failures, web), process=process,
                               platform=platform, build_info=build_info, timer=timer)
     cache = ExpositionCache(registry)
-    token = None if config.events_token_file is None else read_token(config.events_token_file)
+    token = None if config.events_token_file is None else TokenFile(config.events_token_file)
 
     async def fresh_capture() -> Capture:
         # The capture's time is its cycle's, taken once the cycle lock is held: a phase edge
@@ -266,6 +274,18 @@ async def serve(config: Config) -> int:
         log.error("layout_invalid", file=str(config.expect_layout),
                   errors=[p.message for p in exc.problems])
         return 2
+    lock = DirectoryLock(config.state_dir)
+    try:
+        lock.acquire()
+    except DirectoryHeld as exc:
+        log.error("state_dir_in_use", state_dir=str(config.state_dir), holder_pid=exc.holder,
+                  error=str(exc))
+        sidecar.close()
+        await sidecar.client.aclose()
+        return 2
+    except OSError as exc:  # no lock file can exist there: the state writes fail and say so
+        log.warning("state_dir_lock_unavailable", state_dir=str(config.state_dir),
+                    error=exc.strerror or str(exc))
     sidecar.loop.load_state()
     sidecar.phases.load()
     _fit_connection_cap(sidecar.connections)
@@ -276,6 +296,7 @@ async def serve(config: Config) -> int:
         log.error("listen_failed", listen=f"{config.listen_host}:{config.listen_port}",
                   error=exc.strerror or str(exc))
         sidecar.close()
+        lock.release()
         await sidecar.client.aclose()
         return 1
     stop = asyncio.Event()
@@ -293,6 +314,7 @@ async def serve(config: Config) -> int:
             await stop.wait()
     finally:
         sidecar.close()
+        lock.release()
     log.info("sidecar_stopped", cycles=sidecar.loop.view.cycles)
     return 0
 
@@ -312,7 +334,7 @@ async def _running(
         poll_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await poll_task
-        sidecar.keeper.flush()
+        await sidecar.keeper.aclose()
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await server_task

@@ -42,6 +42,11 @@ def status(view: View, bounds: Bounds, config: Config, now: float, *,
             "state_file": str(restore.state_file),
             "state_write_errors": restore.write_errors,
             "last_state_write_error": restore.last_write_error or None,
+            # Why the state file is held, never written over (unreadable, not a regular file).
+            "state_file_held": restore.last_read_error or None,
+            # What the file held that this release did not read (a newer release's fields and
+            # values: kept, or read as what claims least).
+            "state_file_problems": list(restore.state_file_problems),
         },
         "bounds": {"request_cutoff": bounds.request_cutoff,
                    "restore_bound": bounds.restore_bound, "down_grace": bounds.down_grace},

@@ -135,6 +135,17 @@ def _collector_table(root: Path) -> dict[str, str]:
                         collector_table(config), rel)}
 
 
+def _event_table(root: Path) -> dict[str, str]:
+    """Every restore event in every state (exporter/restore/answers.py)."""
+    from exporter.restore.answers import markdown_table
+
+    out = {}
+    for rel in ("docs/restore.md", "docs/interface.md"):
+        out[rel] = splice((root / rel).read_text(encoding="utf-8"), "event-table",
+                          markdown_table(), rel)
+    return out
+
+
 def _snapshot_schema(root: Path) -> dict[str, str]:
     text = (root / "docs" / "snapshot.md").read_text(encoding="utf-8")
     for marker, name in (("schema", "snapshot-v1.schema.json"),
@@ -207,6 +218,7 @@ GENERATORS: tuple[Generator, ...] = (
     Derived("options", "python -m exporter.config --markdown", _options),
     Derived("interface", "scripts/generate interface", _interface),  # metric and alert tables
     Derived("collector-table", "scripts/generate collector-table", _collector_table),
+    Derived("event-table", "scripts/generate event-table", _event_table),
     Derived("snapshot-schema", "scripts/generate snapshot-schema", _snapshot_schema),
     Derived("contract-example-v3", "scripts/generate contract-example-v3", _contract_example_v3),
     Derived("simulator-snapshots", "scripts/generate simulator-snapshots", _simulator_snapshots),

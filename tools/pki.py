@@ -15,8 +15,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-NOW = dt.datetime.now(dt.UTC)
-
 
 @dataclass
 class Issued:
@@ -27,14 +25,17 @@ class Issued:
 class CA:
     def __init__(self, folder: Path, name: str = "helios-test-ca") -> None:
         self.folder = folder
+        # Taken when the CA is made, never at import: a test that starts long after the import
+        # (a loaded machine, a long suite) still gets certificates valid from its own start.
+        self.now = now = dt.datetime.now(dt.UTC)
         folder.mkdir(parents=True, exist_ok=True)
         self.key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
         self.cert = (
             x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
             .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(NOW - dt.timedelta(days=1))
-            .not_valid_after(NOW + dt.timedelta(days=30))
+            .not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=30))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True,
                                          crl_sign=True, content_commitment=False,
@@ -52,11 +53,12 @@ class CA:
         one for both (as cert-manager's `usages: [server auth, client auth]`). Valid for 7 days
         from an hour ago, or `valid_for` from now (a certificate about to expire)."""
         key = ec.generate_private_key(ec.SECP256R1())
+        now = dt.datetime.now(dt.UTC)
         if expired:
-            before, after = NOW - dt.timedelta(days=10), NOW - dt.timedelta(days=1)
+            before, after = now - dt.timedelta(days=10), now - dt.timedelta(days=1)
         else:
-            before = NOW - dt.timedelta(hours=1)
-            after = NOW + (valid_for if valid_for is not None else dt.timedelta(days=7))
+            before = now - dt.timedelta(hours=1)
+            after = now + (valid_for if valid_for is not None else dt.timedelta(days=7))
         sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
         sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
         usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []

@@ -155,8 +155,10 @@ def alerts(c: Config) -> list[Alert]:
             group=GROUP,
             severity="warning",
             # Below exporter.down_grace (the sidecar's --down-grace, default 60s) by at least one
-            # scrape plus one evaluation interval (15s each as shipped): after the grace a restore window
-            # opens and the alert, which requires no open window, can no longer fire.
+            # scrape plus one evaluation interval (15s each as shipped): after the grace an
+            # unreachable engine opens a restore window and the alert, which requires no open
+            # window, can no longer fire (an engine that answers with an invalid snapshot opens
+            # none: it fires on).
             for_="30s",
             promised=Promise("the snapshot source is failing while no window is open"),
             expr=join(

@@ -82,8 +82,10 @@ FAMILIES: Rows = (
            help="State files found unusable at start and moved aside.", collector=R,
            source="at start: an unusable state file is moved aside"),
     Family("helios_restore_state_read_errors_total", "counter", (), "files",
-           help="State files that could not be read at start (I/O error; left in place).",
-           collector=R, source="at start: an unreadable state file is never overwritten"),
+           help="State files that could not be read (I/O error, or not a regular file: held, "
+                "never written over).",
+           collector=R, source="at start and at each poll while held: a state file that cannot "
+                               "be read is never overwritten"),
     Family("helios_restore_events_total", "counter", ("event", "result"), "events",
            help="Events received on POST /restore/events by event and result.", collector=R,
            labels_doc=f"event={'|'.join(EVENT_KINDS)}, result={'|'.join(EVENT_RESULTS)}",

@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from exporter.defaults import MAX_OPEN_PHASES, MAX_PHASES_KEPT
-from exporter.durable import atomic_write, move_aside, remove_stale_temporaries
+from exporter.durable import atomic_write, move_aside, read_regular, remove_stale_temporaries
 from exporter.experiment.capture import Capture, CaptureError, from_json, to_json
 from exporter.experiment.deltas import deltas, problems
 
@@ -108,12 +108,12 @@ class PhaseStore:
         self.path = directory / STATE_FILE
 
     def load(self) -> tuple[Phase, ...]:
-        """The saved phases (none without a file). OSError when the file cannot be read;
-        a file that cannot be decoded is moved aside and reported, and the book starts empty."""
+        """The saved phases (none without a file). OSError when the file cannot be read or is
+        not a regular file (a FIFO, a link: never followed, never blocked on); a file that
+        cannot be decoded is moved aside and reported, and the book starts empty."""
         remove_stale_temporaries(self.path)
-        try:
-            data = self.path.read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
+        data = read_regular(self.path)
+        if data is None:
             return ()
         try:
             return decode(data)
@@ -185,7 +185,7 @@ class PhaseBook:
             if sum(p.open for p in self._phases) >= self._max_open:
                 raise PhaseConflict(f"{self._max_open} phases are open already; end one first")
             phase = Phase(name, await self._fresh(), begin_note=note)
-            self._commit((*self._trimmed(), phase))
+            await self._commit((*self._trimmed(), phase))
             log.info("phase_begun", phase=name, generation=phase.begin.generation)
             return phase
 
@@ -197,7 +197,7 @@ class PhaseBook:
                 raise PhaseConflict(f"phase {name!r} is not open" if existing is None
                                     else f"phase {name!r} already ended")
             phase = replace(existing, end=await self._fresh(), end_note=note)
-            self._commit(tuple(phase if p.name == name else p for p in self._phases))
+            await self._commit(tuple(phase if p.name == name else p for p in self._phases))
             assert phase.end is not None
             log.info("phase_ended", phase=name, generation=phase.end.generation,
                      invalid=problems(phase.begin, phase.end) or None)
@@ -230,9 +230,11 @@ class PhaseBook:
             phases.remove(oldest)
         return tuple(phases)
 
-    def _commit(self, phases: tuple[Phase, ...]) -> None:
+    async def _commit(self, phases: tuple[Phase, ...]) -> None:
         try:
-            self._store.save(phases)
+            # In a worker thread (under the book's lock: in order): its two fsyncs never hold
+            # up the event loop, /healthz and /metrics.
+            await asyncio.to_thread(self._store.save, phases)
         except OSError as exc:
             error = f"{type(exc).__name__}: {exc.strerror or exc}"
             log.error("phases_state_write_failed", path=str(self._store.path), error=error)

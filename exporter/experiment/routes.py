@@ -18,6 +18,7 @@ from exporter.bearer import gated_body
 from exporter.experiment.book import PhaseBook, PhaseConflict, PhaseUnavailable, phase_json
 from exporter.experiment.capture import to_json
 from exporter.labels import PHASE_NAME_PATTERN
+from exporter.restore.events import TokenFile
 from exporter.web.auth import AuthFailures
 
 audit = structlog.get_logger("helios_exporter.audit")
@@ -31,7 +32,7 @@ class PhaseIn(BaseModel):
     note: str | None = Field(default=None, max_length=256)
 
 
-def add_phase_routes(app: FastAPI, book: PhaseBook, token: bytes | None,
+def add_phase_routes(app: FastAPI, book: PhaseBook, token: TokenFile | bytes | None,
                      failures: AuthFailures) -> None:
     @app.post(
         "/experiment/phases",

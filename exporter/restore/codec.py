@@ -1,8 +1,14 @@
-"""The restore state file's JSON: `encode` and a strict, forgiving-of-age `decode`.
+"""The restore state file's JSON: `encode` and a forward-compatible `decode`.
 
 Format 1 only ever gains fields: a reader defaults a field it does not find (a file written by
-an earlier release loads with its window, start and incumbent intact) and ignores fields it
-does not know. Anything present but ill-typed is an error: the store moves the file aside.
+an earlier release loads with its window, start and incumbent intact). A file written by a newer
+release (a field, or a value of a known field, this release does not know) loads too
+(`decode_report`): an unknown field is kept and written back unchanged (`encode(state,
+extra)`), an unknown or ill-typed value is replaced by what says least (an unknown phase by the
+one the window implies, a cause by `event`, an outcome by `unobserved`, any other value by its
+default) and reported in `problems`, and never costs the open window: only a window without a
+usable start is lost (nothing can be kept without it). A file that is not a JSON object with a
+`state` object is an error: the store moves it aside.
 What one sidecar process watched (failure streaks, whether it saw the restore incomplete, the
 in-flight count of its last snapshot) is not written, and is not assumed at load: see
 `window.restarted`.
@@ -11,8 +17,9 @@ in-flight count of its last snapshot) is not written, and is not assumed at load
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
-from typing import Any
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, TypeVar
 
 from exporter.checked import count as _count
 from exporter.checked import number as _number
@@ -22,18 +29,59 @@ from exporter.checked import opt_str as _opt_str
 from exporter.restore.model import CAUSES, OUTCOMES, PHASES, Engine, LastWindow, RestoreState, Window
 from exporter.restore.window import restarted
 
+T = TypeVar("T")
+
 FORMAT_VERSION = 1
-_PROCESS_ONLY = ("unreachable_since", "seen_since_start", "last_inflight")
+_PROCESS_ONLY = ("unreachable_since", "unreachable_mono", "seen_since_start", "last_inflight")
+_STATE_KEYS = frozenset(f.name for f in fields(RestoreState))
+_WINDOW_KEYS = frozenset(f.name for f in fields(Window)) | {"went_away"}
 
 
-def encode(state: RestoreState) -> bytes:
+@dataclass(frozen=True, slots=True)
+class Extra:
+    """Fields of a newer release, kept to be written back: the state's, and the open window's
+    (while it is the same window: the same start)."""
+
+    state: dict[str, Any] = field(default_factory=dict)
+    window: dict[str, Any] = field(default_factory=dict)
+    window_start: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    state: RestoreState
+    problems: tuple[str, ...] = ()  # what was not understood, and what was used instead
+    extra: Extra = field(default_factory=Extra)
+
+
+def encode(state: RestoreState, extra: Extra | None = None) -> bytes:
     raw = asdict(state)
     for key in _PROCESS_ONLY:
         raw.pop(key)
     if raw["window"] is not None:
         raw["window"].pop("watched")
+    if extra is not None:
+        raw = {**extra.state, **raw}
+        window = state.window
+        if raw["window"] is not None and window is not None and window.start == extra.window_start:
+            raw["window"] = {**extra.window, **raw["window"]}
     doc = {"format": FORMAT_VERSION, "state": raw}
     return json.dumps(doc, sort_keys=True, allow_nan=False).encode()
+
+
+class _Reader:
+    """Reads one field at a time; a value it cannot use becomes the default and a problem."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def get(self, read: Callable[[], T], default: T, what: str) -> T:
+        try:
+            return read()
+        except (ValueError, KeyError, TypeError) as exc:
+            self.problems.append(f"{exc if str(exc).startswith(what) else f'{what}: {exc}'}; "
+                                 f"read as {default!r}")
+            return default
 
 
 def _opt_number(raw: Any, what: str) -> float | None:
@@ -52,92 +100,187 @@ def _choice(raw: Any, allowed: tuple[str, ...], what: str) -> Any:
     return raw
 
 
-def _flags(raw: Any, what: str) -> dict[str, bool]:
-    return {str(k): _flag(v, f"{what}.{k}") for k, v in _obj(raw or {}, what).items()}
-
-
-def _engine(raw: Any, what: str) -> Engine | None:
+def _engine(r: _Reader, raw: Any, what: str) -> Engine | None:
     if raw is None:
         return None
-    e = _obj(raw, what)
-    generation = e["generation"]
+    e = r.get(lambda: _obj(raw, what), None, what)
+    if e is None:
+        return None
+    generation = e.get("generation")
     if not isinstance(generation, str):
-        raise ValueError(f"{what}.generation: expected a string")
-    text = {k: _opt_str(e.get(k), f"{what}.{k}")
-            for k in ("image_digest", "container_id", "package", "checkpoint")}
+        r.problems.append(f"{what}.generation: expected a string; {what} read as None")
+        return None
+    def text_of(key: str) -> str | None:
+        return r.get(lambda: _opt_str(e.get(key), f"{what}.{key}"), None, f"{what}.{key}")
+
+    text = {k: text_of(k) for k in ("image_digest", "container_id", "package", "checkpoint")}
+    started = r.get(lambda: _opt_number(e.get("started_at"), f"{what}.started_at"), None,
+                    f"{what}.started_at")
     return Engine(generation, text["image_digest"], text["container_id"], text["package"],
-                  text["checkpoint"], _opt_number(e.get("started_at"), f"{what}.started_at"))
+                  text["checkpoint"], started)
 
 
-def _window(raw: Any, phase: str) -> Window:
-    w = _obj(raw, "window")
+def _window(r: _Reader, w: dict[str, Any], phase: str | None) -> Window:
+    """`w`'s window; ValueError only without a usable start (the one thing it cannot lack)."""
+    def flag(key: str, default: bool) -> bool:
+        return r.get(lambda: _flag(w.get(key, default), f"window.{key}"), default,
+                     f"window.{key}")
+
+    def opt(read: Callable[[Any, str], T], key: str) -> T | None:
+        return r.get(lambda: read(w.get(key), f"window.{key}"), None, f"window.{key}")
+
     return Window(
-        start=_number(w["start"], "window.start"),
-        cause=_choice(w["cause"], CAUSES, "window.cause"),
-        incumbent=_engine(w.get("incumbent"), "window.incumbent"),
-        last_inflight=_opt_count(w.get("last_inflight"), "window.last_inflight"),
-        drained=_flag(w.get("drained", False), "window.drained"),
-        seen_not_open=_flag(w.get("seen_not_open", False), "window.seen_not_open"),
-        restored=_engine(w.get("restored"), "window.restored"),
-        preflight=_flags(w.get("preflight"), "window.preflight"),
-        restore_started=_flag(w.get("restore_started", False), "window.restore_started"),
+        start=_number(w.get("start"), "window.start"),
+        cause=r.get(lambda: _choice(w.get("cause"), CAUSES, "window.cause"), "event",
+                    "window.cause"),
+        incumbent=_engine(r, w.get("incumbent"), "window.incumbent"),
+        last_inflight=opt(_opt_count, "last_inflight"),
+        drained=flag("drained", False),
+        seen_not_open=flag("seen_not_open", False),
+        restored=_engine(r, w.get("restored"), "window.restored"),
+        preflight=_some_flags(r, w.get("preflight"), "window.preflight"),
+        restore_started=flag("restore_started", False),
         # 0.1.0 wrote `went_away` (the engine was unreachable in this window).
-        incumbent_gone=_flag(w.get("incumbent_gone", w.get("went_away", False)),
+        incumbent_gone=r.get(lambda: _flag(w.get("incumbent_gone", w.get("went_away", False)),
+                                           "window.incumbent_gone"), False,
                              "window.incumbent_gone"),
-        lost=_opt_count(w.get("lost"), "window.lost"),
-        lost_at_cutoff=_flag(w.get("lost_at_cutoff", False), "window.lost_at_cutoff"),
-        reference=_engine(w.get("reference"), "window.reference"),
-        start_exact=_flag(w.get("start_exact", True), "window.start_exact"),
-        last_unrestored=_opt_number(w.get("last_unrestored"), "window.last_unrestored"),
+        lost=opt(_opt_count, "lost"),
+        lost_at_cutoff=flag("lost_at_cutoff", False),
+        reference=_engine(r, w.get("reference"), "window.reference"),
+        start_exact=flag("start_exact", True),
+        last_unrestored=opt(_opt_number, "last_unrestored"),
         # 0.1.0 did not write it: a window last seen down is unreachable until a poll says not.
-        unreachable=_flag(w.get("unreachable", phase == "down"), "window.unreachable"),
+        unreachable=flag("unreachable", phase == "down"),
     )
 
 
-def _last_window(raw: Any, what: str) -> LastWindow | None:
+def _last_window(r: _Reader, raw: Any, what: str) -> LastWindow | None:
     if raw is None:
         return None
-    lw = _obj(raw, what)
+    lw = r.get(lambda: _obj(raw, what), None, what)
+    if lw is None:
+        return None
+    end = r.get(lambda: _number(lw.get("end"), f"{what}.end"), None, f"{what}.end")
+    if end is None:
+        return None  # reported: without its end it proves nothing
+
+    def opt(read: Callable[[Any, str], T], key: str) -> T | None:
+        return r.get(lambda: read(lw.get(key), f"{what}.{key}"), None, f"{what}.{key}")
+
+    def flag(key: str, default: bool) -> bool:
+        return r.get(lambda: _flag(lw.get(key, default), f"{what}.{key}"), default,
+                     f"{what}.{key}")
+
     cause = lw.get("cause")
     return LastWindow(
-        start=_opt_number(lw.get("start"), f"{what}.start"),
-        end=_number(lw["end"], f"{what}.end"),
-        cause=None if cause is None else _choice(cause, CAUSES, f"{what}.cause"),
-        outcome=_choice(lw["outcome"], OUTCOMES, f"{what}.outcome"),
-        not_before=_opt_number(lw.get("not_before"), f"{what}.not_before"),
-        start_exact=_flag(lw.get("start_exact", True), f"{what}.start_exact"),
-        lost=_opt_count(lw.get("lost"), f"{what}.lost"),
-        incumbent=_engine(lw.get("incumbent"), f"{what}.incumbent"),
-        reference=_engine(lw.get("reference"), f"{what}.reference"),
-        restored=_engine(lw.get("restored"), f"{what}.restored"),
-        nothing_restored=_flag(lw.get("nothing_restored", False), f"{what}.nothing_restored"),
+        start=opt(_opt_number, "start"),
+        end=end,
+        cause=None if cause is None else r.get(
+            lambda: _choice(cause, CAUSES, f"{what}.cause"), None, f"{what}.cause"),
+        outcome=r.get(lambda: _choice(lw.get("outcome"), OUTCOMES, f"{what}.outcome"),
+                      "unobserved", f"{what}.outcome"),
+        not_before=opt(_opt_number, "not_before"),
+        # An unknown start_exact claims nothing: the start may have been earlier.
+        start_exact=flag("start_exact", True),
+        lost=opt(_opt_count, "lost"),
+        incumbent=_engine(r, lw.get("incumbent"), f"{what}.incumbent"),
+        reference=_engine(r, lw.get("reference"), f"{what}.reference"),
+        restored=_engine(r, lw.get("restored"), f"{what}.restored"),
+        nothing_restored=flag("nothing_restored", False),
     )
+
+
+def _phase_of(window: Window | None) -> str:
+    """The phase an unknown one is read as: what the window says least about."""
+    if window is None:
+        return "serving"
+    return "down" if window.unreachable else "restoring" if window.restore_started else "draining"
 
 
 def decode(data: bytes) -> RestoreState:
-    """The state in `data`; ValueError (or KeyError) on anything but a well-typed state file."""
+    """The state in `data` (`decode_report` without what it could not read)."""
+    return decode_report(data).state
+
+
+def decode_report(data: bytes) -> Decoded:
+    """The state in `data`, what was not understood, and the unknown fields to keep;
+    ValueError when `data` is not a state file at all."""
     doc = json.loads(data)
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT_VERSION:
-        raise ValueError("unknown state file format")
-    raw = _obj(doc["state"], "state")
-    phase = _choice(raw.get("phase", "serving"), PHASES, "phase")
-    window = None if raw.get("window") is None else _window(raw["window"], phase)
-    event_ids = raw.get("event_ids") or []
-    if not isinstance(event_ids, list) or not all(isinstance(i, str) for i in event_ids):
-        raise ValueError("event_ids: expected a list of strings")
-    return restarted(RestoreState(
-        phase=phase,
+    if not isinstance(doc, dict):
+        raise ValueError("not a state file: expected a JSON object")
+    r = _Reader()
+    fmt = doc.get("format")
+    if isinstance(fmt, bool) or not isinstance(fmt, int) or fmt < FORMAT_VERSION:
+        raise ValueError(f"unknown state file format {fmt!r}")
+    if fmt > FORMAT_VERSION:
+        r.problems.append(f"format {fmt} (a newer release): read as format {FORMAT_VERSION}")
+    raw = _obj(doc.get("state"), "state")
+    raw_phase = raw.get("phase", "serving")
+    phase = raw_phase if raw_phase in PHASES else None
+    window = None
+    extra = Extra(state={k: v for k, v in raw.items() if k not in _STATE_KEYS})
+    if raw.get("window") is not None:
+        w = _obj(raw["window"], "window") if isinstance(raw["window"], dict) else None
+        try:
+            if w is None:
+                raise ValueError("window: expected an object")
+            window = _window(r, w, phase)
+        except ValueError as exc:
+            r.problems.append(f"{exc}: the window cannot be kept without its start")
+        else:
+            extra = Extra(extra.state, {k: v for k, v in w.items() if k not in _WINDOW_KEYS},
+                          window.start)
+    if phase is None or (window is None) != (phase == "serving"):
+        r.problems.append(f"phase: {raw_phase!r} does not fit; read as {_phase_of(window)!r}")
+        phase = _phase_of(window)
+    event_ids = _event_ids(r, raw.get("event_ids"))
+    state = restarted(RestoreState(
+        phase=phase,  # type: ignore[arg-type]
         window=window,
-        last_seen=_engine(raw.get("last_seen"), "last_seen"),
+        last_seen=_engine(r, raw.get("last_seen"), "last_seen"),
         # Written by earlier files (and forgotten by `restarted`): still type-checked.
-        last_inflight=_opt_count(raw.get("last_inflight"), "last_inflight"),
-        checks=_flags(raw.get("checks"), "checks"),
-        last_window=_last_window(raw.get("last_window"), "last_window"),
-        event_ids=tuple(event_ids),
-        judged=_last_window(raw.get("judged"), "judged"),
-        reference=_engine(raw.get("reference"), "reference"),
-        unplanned_restarts=_count(raw.get("unplanned_restarts", 0), "unplanned_restarts"),
-        last_unplanned_restart=_opt_number(raw.get("last_unplanned_restart"),
-                                           "last_unplanned_restart"),
-        outage_aborted=_flag(raw.get("outage_aborted", False), "outage_aborted"),
+        last_inflight=r.get(lambda: _opt_count(raw.get("last_inflight"), "last_inflight"), None,
+                            "last_inflight"),
+        checks=_some_flags(r, raw.get("checks"), "checks"),
+        last_window=_last_window(r, raw.get("last_window"), "last_window"),
+        event_ids=event_ids,
+        judged=_last_window(r, raw.get("judged"), "judged"),
+        reference=_engine(r, raw.get("reference"), "reference"),
+        unplanned_restarts=r.get(lambda: _count(raw.get("unplanned_restarts", 0),
+                                                "unplanned_restarts"), 0, "unplanned_restarts"),
+        last_unplanned_restart=r.get(lambda: _opt_number(raw.get("last_unplanned_restart"),
+                                                         "last_unplanned_restart"), None,
+                                     "last_unplanned_restart"),
+        outage_aborted=r.get(lambda: _flag(raw.get("outage_aborted", False), "outage_aborted"),
+                             False, "outage_aborted"),
     ))
+    problems = tuple(r.problems) + tuple(f"{k}: unknown field, kept" for k in extra.state) + \
+        tuple(f"window.{k}: unknown field, kept" for k in extra.window)
+    return Decoded(state, problems, extra)
+
+
+def _event_ids(r: _Reader, raw: Any) -> tuple[str, ...]:
+    """Every id that is a string (one that is not is reported, not the others lost)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        r.problems.append("event_ids: expected a list of strings; read as ()")
+        return ()
+    ids = tuple(i for i in raw if isinstance(i, str))
+    if len(ids) != len(raw):
+        r.problems.append(f"event_ids: {len(raw) - len(ids)} not a string; left out")
+    return ids
+
+
+def _some_flags(r: _Reader, raw: Any, what: str) -> dict[str, bool]:
+    """Every name -> true/false (one that is not is reported, not the others lost)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        r.problems.append(f"{what}: expected an object; read as {{}}")
+        return {}
+    out = {str(k): v for k, v in raw.items() if isinstance(v, bool)}
+    for k in raw:
+        if str(k) not in out:
+            r.problems.append(f"{what}.{k}: expected true or false; left out")
+    return out

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+import structlog
 from pydantic import BaseModel, ConfigDict, Field
+
+log = structlog.get_logger("helios_exporter.app")
 
 MAX_BODY_BYTES = 4096
 
@@ -39,3 +42,42 @@ def read_token(path: Path) -> bytes:
     if not token:
         raise ValueError(f"{path} is empty")
     return token
+
+
+class TokenFile:
+    """--events-token-file, read again whenever it changes (its inode, size or modification
+    time, as a Kubernetes secret's atomic swap or an editor's save changes them), like the web
+    configuration: a rotated token is the only one accepted from the next request on. A change
+    that leaves no usable token (the file gone, empty, unreadable) keeps the last good one and
+    is logged once: a rotation caught half-way never locks everyone out."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._token = read_token(path)  # at start, a clear error (config.py checked it too)
+        self._seen = self._signature()
+        self._problem = ""
+
+    def _signature(self) -> tuple[int, int, int] | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def current(self) -> bytes:
+        seen = self._signature()
+        if seen != self._seen:
+            self._seen = seen
+            try:
+                token = read_token(self.path)
+            except (OSError, ValueError) as exc:
+                problem = getattr(exc, "strerror", None) or str(exc)
+                if problem != self._problem:
+                    log.error("events_token_unusable", path=str(self.path), error=problem,
+                              kept="the last good token")
+                self._problem = problem
+            else:
+                if token != self._token:
+                    log.info("events_token_reloaded", path=str(self.path))
+                self._token, self._problem = token, ""
+        return self._token

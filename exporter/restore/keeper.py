@@ -1,12 +1,20 @@
 """The restore keeper: the one owner of the restore window, its state file, its events and preflight.
 
-Everything that changes the window goes through here, under one lock (a poll cycle and the events
-API may race): `load()` at start, `observe()` once per poll, `apply_event()` per accepted POST, and
-`flush()` at shutdown. Readers get `view()`, an immutable picture of the keeper.
+Everything that changes the window goes through here, under one lock (a poll cycle, the events
+API and the preflight task may race): `load()` at start, `observe()` once per poll,
+`apply_event()` per POST, and `aclose()` at shutdown. Readers get `view()`, an immutable picture
+of the keeper.
 
 Persistence never loses the window: a failed write leaves the state dirty and every poll retries
-it; a state file that exists but cannot be read is never overwritten (it may hold an open window)
-and is read again every poll until it can be.
+it; a state file that exists but cannot be read (or is not a regular file) is never written over
+(it may hold an open window) and is read again every poll until it can be; then the two are
+merged (exporter/restore/merge.py). Writes and their fsyncs run in a worker thread
+(`asyncio.to_thread`), still under the lock, so they land in the order of the changes and
+nothing else on the event loop (/healthz, /metrics) waits on the disk.
+
+Preflight runs as the keeper's own task, never inside the poll cycle: each due probe runs with a
+deadline, its result (or its failure, with the reason) is applied when it comes, and the cycle
+publishes whatever is known by then.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ from typing import Final, NamedTuple
 import structlog
 
 from exporter import logs
-from exporter.restore.store import StateFileError, StateStore
+from exporter.labels import ErrorReason
+from exporter.restore.merge import merge
+from exporter.restore.store import Decoded, StateFileError, StateStore
 from exporter.restore.window import (
     Bounds,
     Event,
@@ -42,6 +52,13 @@ log = structlog.get_logger("helios_exporter.restore")
 
 PreflightProbe = Callable[[], Awaitable[tuple[bool, str]]]
 EVENT_RESULTS: Final = ("accepted", "duplicate", "refused")  # helios_restore_events_total{result}
+# A poll that failed for one of these found no engine serving (docs/interface.md section 6.1):
+# refused, timed out, or an HTTP error status (a crashed engine behind a proxy, one starting up).
+# Any other failure (schema, decode, unsupported_version, too_large) is an engine that answered
+# without a valid snapshot: a source error (HeliosEngineSnapshotFailing), not an outage, so it
+# never opens a window.
+UNREACHABLE: Final = frozenset({ErrorReason.CONNECT, ErrorReason.TIMEOUT, ErrorReason.HTTP_STATUS,
+                                ErrorReason.OTHER})
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +71,8 @@ class RestoreView:
     corrupt_files: int = 0
     read_errors: int = 0
     last_write_error: str = ""
+    state_file_problems: tuple[str, ...] = ()  # what the file held that this release did not read
+    last_read_error: str = ""  # why the state file is held (unreadable, not a regular file)
     events: Mapping[tuple[str, str], int] = field(
         default_factory=lambda: MappingProxyType({}))  # (event, result) -> count
 
@@ -72,20 +91,30 @@ class RestoreKeeper:
         bounds: Bounds,
         preflight: Mapping[str, PreflightProbe] | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] | None = None,
+        preflight_deadline: float = 30.0,
     ) -> None:
         self._store = store
         self._bounds = bounds
         self._preflight = dict(preflight or {})
         self._clock = clock
+        # Durations (the down grace) on this clock, never the wall clock; None: the `now` of
+        # each poll (tests that inject one timeline).
+        self._monotonic = monotonic
+        self._preflight_deadline = preflight_deadline
         self._state = RestoreState()
-        self._lock = asyncio.Lock()  # poll cycle vs events API
-        self._dirty = False  # the state in memory is not on disk yet (a write failed)
+        self._lock = asyncio.Lock()  # poll cycle vs events API vs preflight
+        self._dirty = False  # the state in memory is not on disk yet
         self._blocked = False  # the state file exists but could not be read
         self._write_errors = 0
         self._corrupt_files = 0
         self._read_errors = 0
-        self._last_write_error = ""
+        self._last_write_error = ""  # the last one, kept after writes land again (history)
+        self._failing = False  # the last write attempt failed or was held
+        self._last_read_error = ""
+        self._problems: tuple[str, ...] = ()
         self._events: Counter[tuple[str, str]] = Counter()
+        self._probes: asyncio.Task[None] | None = None
 
     @property
     def bounds(self) -> Bounds:
@@ -98,56 +127,34 @@ class RestoreKeeper:
 
     def view(self) -> RestoreView:
         return RestoreView(self._state, self._store.path, self._write_errors, self._corrupt_files,
-                           self._read_errors, self._last_write_error,
+                           self._read_errors, self._last_write_error, self._problems,
+                           self._last_read_error if self._blocked else "",
                            MappingProxyType(dict(self._events)))
 
-    # -- the four ways in ----------------------------------------------------------------------
+    # -- the ways in ---------------------------------------------------------------------------
     def load(self) -> None:
-        """Read the saved state at start (and again each poll while the file is unreadable)."""
-        try:
-            saved = self._store.load()
-        except StateFileError as exc:
-            if exc.unreadable:
-                # It may hold an open window: never overwrite it; read it again every cycle.
-                if not self._blocked:
-                    self._read_errors += 1
-                    log.error("restore_state_unreadable", error=str(exc),
-                              path=str(self._store.path))
-                self._blocked = True
-            else:
-                self._corrupt_files += 1
-                log.error("restore_state_unusable", error=str(exc),
-                          moved_to=str(exc.moved_to) if exc.moved_to else None)
-            return
-        if self._blocked:
-            self._blocked = False
-            log.info("restore_state_readable_again", path=str(self._store.path))
-            if saved is not None and saved.window is not None and self._state.window is None:
-                self._state = saved  # the durable window wins over a fresh start
-            self._persist()
-            return
-        if saved is not None:
-            self._state = saved
-            logs.CONTEXT["phase"] = saved.phase
-            log.info("restore_state_loaded", phase=saved.phase,
-                     window_start=saved.window.start if saved.window else None)
+        """Read the saved state at start (a small, bounded read before anything is served)."""
+        self._loaded(self._read())
 
-    async def observe(self, now: float, snapshot: Snapshot | None) -> RestoreState:
-        """One poll of the engine (None: no valid snapshot); runs due preflight probes."""
+    async def observe(self, now: float, snapshot: Snapshot | None,
+                      reason: ErrorReason | None = None) -> RestoreState:
+        """One poll of the engine: its snapshot, or None and why the poll failed (a reason
+        outside UNREACHABLE is an engine that answered: not an outage). Starts the preflight
+        task when probes are due; never waits for it."""
+        reachable = snapshot is not None or (reason is not None and reason not in UNREACHABLE)
         async with self._lock:
             if self._blocked:
-                self.load()
-            before = self._state
-            state = self._apply(Poll(now, snapshot))
-            if self._dirty and state is before:  # nothing new (so not tried), not on disk yet
-                self._persist()
-        if state.phase == "verifying" and self._preflight:
-            await self._run_preflight(state)
+                self._loaded(await asyncio.to_thread(self._read))
+            mono = None if self._monotonic is None else self._monotonic()
+            self._apply(Poll(now, snapshot, mono, reachable))
+            await self._persist()  # when the poll changed what the file holds, or to retry
+        self._start_preflight()
         return self._state
 
     async def apply_event(self, event_id: str, kind: EventKind) -> EventOutcome:
         """One events-API event; a repeated id is counted as a duplicate and changes nothing, an
-        event refused in this state (`window.refusal`) changes nothing and is not recorded."""
+        event refused in this state (exporter/restore/answers.py) changes nothing and is not
+        recorded."""
         async with self._lock:
             if event_id in self._state.event_ids:
                 self._events[(kind, "duplicate")] += 1
@@ -157,25 +164,88 @@ class RestoreKeeper:
                 self._events[(kind, "refused")] += 1
                 return EventOutcome(False, self._state, not self._dirty, refused)
             state = self._apply(Event(self._clock(), event_id, kind))
+            await self._persist()
             self._events[(kind, "accepted")] += 1
             return EventOutcome(False, state, not self._dirty)
 
+    async def settle(self) -> None:
+        """Wait for the running preflight probes (tests, and shutdown)."""
+        task = self._probes
+        if task is not None and task.get_loop() is asyncio.get_running_loop():
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Stop the probes, then write the state once more (held while the file is unreadable)."""
+        task = self._probes
+        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        async with self._lock:
+            await self._persist()
+
     def flush(self) -> None:
-        """Write the state once more at shutdown (held while the file is unreadable)."""
-        self._persist()
+        """Write the state once more, synchronously (no event loop left)."""
+        self._persist_now()
+
+    # -- reading -------------------------------------------------------------------------------
+    def _read(self) -> Decoded | StateFileError | None:
+        try:
+            return self._store.load_report()
+        except StateFileError as exc:
+            return exc
+
+    def _loaded(self, got: Decoded | StateFileError | None) -> None:
+        if isinstance(got, StateFileError):
+            if got.unreadable:
+                # It may hold an open window: never overwrite it; read it again every cycle.
+                if not self._blocked:
+                    self._read_errors += 1
+                    log.error("restore_state_unreadable", error=str(got),
+                              path=str(self._store.path))
+                self._blocked, self._last_read_error = True, str(got)
+                return
+            self._corrupt_files += 1
+            log.error("restore_state_unusable", error=str(got),
+                      moved_to=str(got.moved_to) if got.moved_to else None)
+            if self._blocked:  # moved aside: nothing left to merge, the path is free
+                self._blocked = False
+                self._dirty = True
+            return
+        if got is not None and got.problems:
+            self._problems = got.problems
+            log.warning("restore_state_not_understood", problems=list(got.problems[:20]),
+                        path=str(self._store.path))
+        saved = got.state if got is not None else None
+        if self._blocked:
+            self._blocked = False
+            log.info("restore_state_readable_again", path=str(self._store.path))
+            if saved is not None:
+                self._state = merge(saved, self._state)
+                logs.CONTEXT["phase"] = self._state.phase
+            self._dirty = True  # the merged state is written by the caller, under the lock
+            return
+        if saved is not None:
+            self._state = saved
+            logs.CONTEXT["phase"] = saved.phase
+            log.info("restore_state_loaded", phase=saved.phase,
+                     window_start=saved.window.start if saved.window else None)
 
     # -- inside --------------------------------------------------------------------------------
+    @staticmethod
+    def _due(before: RestoreState, after: RestoreState) -> bool:
+        """Whether the file must be written: when what it holds changes (`restarted`: not a
+        failure streak, not the in-flight count of a poll outside a window, so a quiet engine
+        costs no fsync per poll; inside a window every poll is evidence)."""
+        return restarted(after) != restarted(before)
+
     def _apply(self, inp: Input) -> RestoreState:
         before = self._state
         after = step(before, inp, self._bounds)
         if after != before:
             self._state = after
             logs.CONTEXT["phase"] = after.phase
-            # Written when what the file holds changes (`restarted`: not a failure streak, not
-            # the in-flight count of a poll outside a window, so a quiet engine costs no fsync
-            # per poll; inside a window every poll is evidence), or to retry a failed write.
-            if self._dirty or restarted(after) != restarted(before):
-                self._persist()
+            if self._due(before, after):
+                self._dirty = True
             if after.phase != before.phase or (after.window is None) != (before.window is None):
                 log.info("restore_transition", phase=after.phase, previous=before.phase,
                          window_start=after.window.start if after.window else None,
@@ -183,39 +253,85 @@ class RestoreKeeper:
                          checks=after.checks if after.window is None else None)
         return self._state
 
-    def _persist(self) -> bool:
-        """Write the state; on failure it stays dirty and every cycle retries."""
-        if self._blocked:
-            if not self._dirty:
-                self._write_errors += 1
-                self._last_write_error = "state file unreadable: not overwritten"
-                log.error("restore_state_write_held", path=str(self._store.path),
-                          error=self._last_write_error)
-            self._dirty = True
+    async def _persist(self) -> bool:
+        """Write the state in a worker thread (called under the lock: writes keep their order);
+        on failure it stays dirty and every cycle retries."""
+        if not self._dirty:
+            return True
+        if self._held():
             return False
+        state = self._state
         try:
-            self._store.save(self._state)
+            await asyncio.to_thread(self._store.save, state)
         except OSError as exc:
-            self._dirty = True
-            self._write_errors += 1
-            self._last_write_error = f"{type(exc).__name__}: {exc.strerror or exc}"
-            log.error("restore_state_write_failed", error=self._last_write_error,
-                      path=str(self._store.path))
+            return self._failed(exc)
+        return self._written(state)
+
+    def _persist_now(self) -> bool:
+        if not self._dirty:
+            return True
+        if self._held():
             return False
-        if self._dirty:
-            log.info("restore_state_written_again", path=str(self._store.path))
-        self._dirty = False
+        state = self._state
+        try:
+            self._store.save(state)
+        except OSError as exc:
+            return self._failed(exc)
+        return self._written(state)
+
+    def _held(self) -> bool:
+        if not self._blocked:
+            return False
+        if not (self._failing and self._last_write_error.startswith("state file unreadable")):
+            self._failing = True
+            self._write_errors += 1
+            self._last_write_error = "state file unreadable: not overwritten"
+            log.error("restore_state_write_held", path=str(self._store.path),
+                      error=self._last_write_error)
         return True
 
-    async def _run_preflight(self, state: RestoreState) -> None:
-        """Probe outside the lock (a probe may take --preflight-timeout; events must not wait),
-        then apply each result under it; a window closed meanwhile ignores them."""
-        window = state.window
-        assert window is not None
-        for probe, run in self._preflight.items():
-            if window.preflight.get(probe):
-                continue
-            ok, detail = await run()
-            log.info("preflight", probe=probe, ok=ok, detail=detail)
-            async with self._lock:
-                self._apply(Preflight(self._clock(), probe, ok))
+    def _failed(self, exc: OSError) -> bool:
+        self._failing = True
+        self._write_errors += 1
+        self._last_write_error = f"{type(exc).__name__}: {exc.strerror or exc}"
+        log.error("restore_state_write_failed", error=self._last_write_error,
+                  path=str(self._store.path))
+        return False
+
+    def _written(self, state: RestoreState) -> bool:
+        if self._failing:
+            log.info("restore_state_written_again", path=str(self._store.path))
+            self._failing = False
+        self._dirty = self._state is not state  # changed meanwhile: written at the next turn
+        return True
+
+    # -- preflight, its own task ---------------------------------------------------------------
+    def _start_preflight(self) -> None:
+        state = self._state
+        if state.phase != "verifying" or not self._preflight or state.window is None:
+            return
+        running = self._probes
+        loop = asyncio.get_running_loop()
+        if running is not None and not running.done() and running.get_loop() is loop:
+            return
+        due = [p for p in self._preflight if not state.window.preflight.get(p)]
+        if due:
+            self._probes = loop.create_task(self._run_preflight(due))
+
+    async def _run_preflight(self, due: list[str]) -> None:
+        """Every due probe at once, each within the deadline; each result is applied under the
+        lock when it comes (a window closed meanwhile ignores it)."""
+        await asyncio.gather(*(self._one_probe(p) for p in due))
+
+    async def _one_probe(self, probe: str) -> None:
+        try:
+            ok, detail = await asyncio.wait_for(self._preflight[probe](),
+                                                self._preflight_deadline)
+        except TimeoutError:
+            ok, detail = False, f"no answer within {self._preflight_deadline:g} s"
+        except Exception as exc:  # a probe's failure is a failed check, never a failed cycle
+            ok, detail = False, f"probe failed: {type(exc).__name__}"
+        log.info("preflight", probe=probe, ok=ok, detail=detail)
+        async with self._lock:
+            self._apply(Preflight(self._clock(), probe, ok))
+            await self._persist()

@@ -135,6 +135,9 @@ class RestoreState:
     last_seen: Engine | None = None  # the engine of the last good snapshot
     last_inflight: int | None = None  # of the last good snapshot (this process only)
     unreachable_since: float | None = None  # first failed poll of the current failure streak
+    # The same on the monotonic clock: the down grace is a duration, never measured on the wall
+    # clock (a step back of the wall clock would delay a window by as much).
+    unreachable_mono: float | None = None
     checks: dict[str, bool] = field(default_factory=dict)  # of the last closed window
     last_window: LastWindow | None = None  # the last window that ended, however
     event_ids: tuple[str, ...] = ()
@@ -152,8 +155,12 @@ class RestoreState:
 
 @dataclass(frozen=True, slots=True)
 class Poll:
-    at: float
-    snapshot: Snapshot | None  # None: refused, timed out, or no valid snapshot
+    at: float  # wall clock: what a window's start and its record show
+    snapshot: Snapshot | None  # None: the poll failed
+    mono: float | None = None  # monotonic clock, for durations (the down grace); None: `at`
+    # The engine answered although without a valid snapshot (a source error, not an outage:
+    # docs/interface.md section 6.1); only with `snapshot` None.
+    answered: bool = False
 
 
 @dataclass(frozen=True, slots=True)

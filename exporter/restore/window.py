@@ -3,13 +3,15 @@
 `step(state, input, bounds)` returns the next `RestoreState`; it reads no clock and does no I/O,
 so every transition is unit-tested with plain numbers and the restore keeper persists whatever
 comes out.
-`refusal(state, kind)` says why an event would be refused (the events API answers 409 then).
+`refusal(state, kind)` says why an event would be refused (the events API answers 409 then;
+exporter/restore/answers.py is the table of every event in every state).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from exporter.restore.answers import UNREACHABLE_REFUSAL, refusal
 from exporter.restore.checks import CHECKS, compute_checks, identity_checks, verified
 from exporter.restore.model import (
     CAUSES,
@@ -35,29 +37,15 @@ from exporter.restore.record import judge, unwatched
 from exporter.snapshot import Snapshot
 
 __all__ = [
-    "CAUSES", "CHECKS", "EVENT_KINDS", "MAX_EVENT_IDS", "OUTCOMES", "PHASES", "Bounds", "Cause",
-    "Engine", "Event", "EventKind", "Input", "LastWindow", "Outcome", "Phase", "Poll",
-    "Preflight", "RestoreState", "Window", "compute_checks", "is_duplicate", "refusal",
-    "restarted", "step", "unverified",
+    "CAUSES", "CHECKS", "EVENT_KINDS", "MAX_EVENT_IDS", "OUTCOMES", "PHASES",
+    "UNREACHABLE_REFUSAL", "Bounds", "Cause", "Engine", "Event", "EventKind", "Input",
+    "LastWindow", "Outcome", "Phase", "Poll", "Preflight", "RestoreState", "Window",
+    "compute_checks", "is_duplicate", "refusal", "restarted", "step", "unverified",
 ]
-
-UNREACHABLE_REFUSAL = ("the engine is unreachable: the window closes when the engine answers "
-                       "again (send abort to discard a window whose engine will not return)")
 
 
 def is_duplicate(state: RestoreState, event_id: str) -> bool:
     return event_id in state.event_ids
-
-
-def refusal(state: RestoreState, kind: str) -> str | None:
-    """Why an event is refused, None when it is accepted.
-
-    `window_closed` while the engine is unreachable is refused: closing would judge nothing, and
-    the next failed poll would open a new window with a later start, moving both deadlines.
-    """
-    if kind == "window_closed" and state.window is not None and state.window.unreachable:
-        return UNREACHABLE_REFUSAL
-    return None
 
 
 def restarted(state: RestoreState) -> RestoreState:
@@ -68,8 +56,8 @@ def restarted(state: RestoreState) -> RestoreState:
     window = state.window
     if window is not None and window.watched:
         window = replace(window, watched=False)
-    return replace(state, window=window, unreachable_since=None, seen_since_start=False,
-                   last_inflight=None)
+    return replace(state, window=window, unreachable_since=None, unreachable_mono=None,
+                   seen_since_start=False, last_inflight=None)
 
 
 def unverified(state: RestoreState) -> bool:
@@ -84,7 +72,11 @@ def step(state: RestoreState, inp: Input, bounds: Bounds) -> RestoreState:
     if isinstance(inp, Preflight):
         return _on_preflight(state, inp, bounds)
     if inp.snapshot is None:
-        return _on_failure(state, inp.at, bounds)
+        if inp.answered:
+            # The engine is there, its snapshot unusable: not an outage (no window opens, the
+            # grace does not run), and nothing is learnt about the window either.
+            return replace(state, unreachable_since=None, unreachable_mono=None)
+        return _on_failure(state, inp.at, inp.at if inp.mono is None else inp.mono, bounds)
     return _on_snapshot(state, inp.snapshot, inp.at, bounds)
 
 
@@ -112,7 +104,8 @@ def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds
     first = not state.seen_since_start
     previous = state.last_seen
     inflight = snap.admission.inflight_requests if snap.admission else None
-    state = replace(state, unreachable_since=None, seen_since_start=True, last_seen=engine,
+    state = replace(state, unreachable_since=None, unreachable_mono=None,
+                    seen_since_start=True, last_seen=engine,
                     last_inflight=inflight, outage_aborted=False)
     admission = snap.admission.state if snap.admission else None
     window = state.window
@@ -208,12 +201,14 @@ def _restored_unwatched(state: RestoreState, previous: Engine, engine: Engine,
                    reference=engine if verified(checks) else reference)
 
 
-def _on_failure(state: RestoreState, now: float, bounds: Bounds) -> RestoreState:
+def _on_failure(state: RestoreState, now: float, mono: float, bounds: Bounds) -> RestoreState:
     since = state.unreachable_since if state.unreachable_since is not None else now
-    state = replace(state, unreachable_since=since)
+    since_mono = state.unreachable_mono if state.unreachable_mono is not None else mono
+    state = replace(state, unreachable_since=since, unreachable_mono=since_mono)
     # Unreachable for longer than the down grace: the engine went away (one failed poll, a
-    # timeout under load, does not make it so).
-    away = now - since > bounds.down_grace
+    # timeout under load, does not make it so). A duration: measured on the monotonic clock,
+    # so a step of the wall clock neither delays nor hastens it; the start shown is wall-clock.
+    away = mono - since_mono > bounds.down_grace
     window = state.window
     if window is None:
         if not away or state.outage_aborted:
@@ -232,14 +227,19 @@ def _on_failure(state: RestoreState, now: float, bounds: Bounds) -> RestoreState
 
 
 def _on_event(state: RestoreState, ev: Event, bounds: Bounds) -> RestoreState:
+    # A refused event changes nothing and is not recorded: the same id may be sent again once it
+    # can be accepted (exporter/restore/answers.py: every accepted one changes the state).
     if refusal(state, ev.kind) is not None:
-        return state  # not recorded: the same id may be sent again once it can be accepted
+        return state
     ids = (*state.event_ids, ev.id)[-MAX_EVENT_IDS:]
     state = replace(state, event_ids=ids)
     window = state.window
+    if window is None:  # drain_started (the only event accepted without a window)
+        window = replace(_open(state, ev.at, "event", state.last_seen),
+                         unreachable=state.unreachable_since is not None, watched=True)
+        return replace(state, phase="down" if window.unreachable else "draining", window=window,
+                       outage_aborted=False)
     if ev.kind == "abort":
-        if window is None:
-            return state
         last = LastWindow(window.start, ev.at, window.cause, "aborted", None, window.start_exact,
                           window.lost, window.incumbent, window.compared_with(), window.restored)
         # The checks of the last closed window stand. Aborted while the engine is unreachable
@@ -247,27 +247,16 @@ def _on_event(state: RestoreState, ev: Event, bounds: Bounds) -> RestoreState:
         # would restart the clock; the next window opens once the engine has answered again
         # (or on drain_started). Aborted while it answers: a new failure streak may open one.
         return replace(state, phase="serving", window=None, last_window=last,
-                       unreachable_since=None, outage_aborted=window.unreachable)
+                       unreachable_since=None, unreachable_mono=None,
+                       outage_aborted=window.unreachable)
     if ev.kind == "window_closed":
-        if window is None:
-            return state
-        # The engine answers (an unreachable one is refused above): once the incumbent went
-        # away, whoever answers now is what the restore produced.
+        # The engine answers (an unreachable one is refused): once the incumbent went away,
+        # whoever answers now is what the restore produced.
         restored = window.restored or (state.last_seen if window.incumbent_gone else None)
         return _close(state, window, ev.at, bounds, restored)
-    if ev.kind == "restore_started":
-        # Only drain_started, a draining/closed engine or unreachability open a window;
-        # restore_started marks progress inside one.
-        if window is None:
-            return state
-        phase: Phase = "restoring" if state.phase == "down" else state.phase
-        return replace(state, phase=phase, window=replace(window, restore_started=True))
-    if window is None:  # drain_started
-        window = replace(_open(state, ev.at, "event", state.last_seen),
-                         unreachable=state.unreachable_since is not None, watched=True)
-        return replace(state, phase="down" if window.unreachable else "draining", window=window,
-                       outage_aborted=False)
-    return state
+    # restore_started: progress inside the window (drain_started with a window open is refused).
+    phase: Phase = "restoring" if state.phase == "down" else state.phase
+    return replace(state, phase=phase, window=replace(window, restore_started=True))
 
 
 def _on_preflight(state: RestoreState, pf: Preflight, bounds: Bounds) -> RestoreState:
@@ -295,7 +284,7 @@ def _close(state: RestoreState, window: Window, now: float, bounds: Bounds,
     last = LastWindow(window.start, now, window.cause, outcome, not_before, window.start_exact,
                       window.lost, window.incumbent, compared, restored, restored is None)
     state = replace(state, phase="serving", window=None, last_window=last,
-                    unreachable_since=None)
+                    unreachable_since=None, unreachable_mono=None)
     if restored is None:
         # Nothing was restored (the incumbent's own incarnation admits again, or a drain called
         # off was closed by an event): there is nothing to judge, and the last judgment stands,

@@ -14,10 +14,11 @@ without a failure. A request without credentials is counted (`reason="missing"`,
 first request for `/` is) but never penalised. At most `max_clients` clients are remembered, the
 least recently failing ones forgotten first.
 
-One exception, for basic auth (exporter/web/guard.py): credentials that were verified before (the
-success cache of exporter/web/basic_auth.py) are let through during a penalty, so that whatever
-fails from Prometheus's address (a stale scrape job, a guesser behind the same NAT) cannot keep
-Prometheus out. Comparing with the cache costs nothing, and answers differently for the right
+One exception, for the right credentials: basic-auth credentials that were verified before (the
+success cache of exporter/web/basic_auth.py, exporter/web/guard.py) and the right bearer token
+(`bearer_denied`) are let through during a penalty, so that whatever fails from Prometheus's or
+the restore tooling's address (a stale scrape job or script, a guesser behind the same NAT)
+cannot keep them out. Comparing with the cache costs nothing, and answers differently for the right
 password, so during a penalty it is rationed (`may_check_cache`): at most one comparison per
 `AUTH_PENALTY_CACHE_CHECK_INTERVAL` seconds per client, in bursts of
 `AUTH_PENALTY_CACHE_CHECK_BURST`, or the penalty would become a guessing oracle as fast as the
@@ -88,6 +89,11 @@ class AuthFailures:
             return None
         self.counts[(self.path_label(path), "throttled")] += 1
         return left
+
+    def penalty_running(self, client: str | None) -> bool:
+        """Whether this client is slowed down now (nothing is counted)."""
+        record = self._record(client, create=False)
+        return record is not None and record.until > self._clock()
 
     def may_check_cache(self, client: str | None) -> bool:
         """Whether this client's basic-auth credentials may be compared with the cache of
@@ -196,6 +202,13 @@ def bearer_denied(request: Request, token: bytes, failures: AuthFailures,
     if not header:
         failures.missing(path, client, "bearer")
         return _unauthorized()
+    # The right token is never locked out by others' failures from the same address (a stale
+    # script, a guesser behind the same NAT): during a penalty it is still compared, rationed
+    # as basic auth's success cache is (`may_check_cache`), so the penalty does not become a
+    # guessing oracle; such a success leaves the failure record as it is.
+    if failures.penalty_running(client) and failures.may_check_cache(client) \
+            and bearer_matches(header, token):
+        return None
     # The penalty first, before the token is looked at: comparing a token costs nothing, so
     # looking at it during a penalty would answer guesses as fast as they come (basic auth's
     # success cache is rationed for the same reason, exporter/web/guard.py).

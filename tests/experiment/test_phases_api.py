@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -327,5 +328,27 @@ def test_an_unreadable_phases_file_is_never_overwritten(tmp_path: Path) -> None:
         assert (state / STATE_FILE).is_dir()
         (state / STATE_FILE).rmdir()
         assert e.phase("begin", "x").status_code == 200  # read again at the next change
+    finally:
+        e.close()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_a_fifo_or_link_at_the_phases_path_is_held_never_followed(tmp_path: Path,
+                                                                   kind: str) -> None:
+    """Read through exporter/durable.read_regular, as the restore state: a FIFO no longer hangs
+    the start, a link is never followed nor written through."""
+    state = tmp_path / "state"
+    state.mkdir()
+    target = tmp_path / "elsewhere.json"
+    target.write_text('{"format": 1, "phases": []}')
+    if kind == "fifo":
+        os.mkfifo(state / STATE_FILE)
+    else:
+        (state / STATE_FILE).symlink_to(target)
+    e = PhaseEnv(state)
+    try:
+        resp = e.phase("begin", "x")
+        assert resp.status_code == 503 and "not overwritten" in resp.json()["detail"]
+        assert target.read_text() == '{"format": 1, "phases": []}'
     finally:
         e.close()

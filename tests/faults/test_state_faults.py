@@ -133,7 +133,9 @@ def test_state_file_too_large_for_the_disk_fails_loudly(
         # sidecar retries the write every poll, so one may exist for an instant: a leaked one
         # stays, and fails this).
         assert not (state_dir / "restore-state.json").exists()
-        wait_for(lambda: list(state_dir.iterdir()) == [], 5, "no temporary state file", None)
+        # (.lock: the sidecar's lock on its state directory, holding its pid.)
+        wait_for(lambda: [p.name for p in state_dir.iterdir()] == [".lock"], 5,
+                 "no temporary state file", None)
         alive()
         assert httpx.get(url + "/healthz", timeout=3).status_code == 200
     finally:
@@ -175,5 +177,5 @@ def test_sigterm_during_a_poll_exits_cleanly_with_state_written(
     assert saved.window.incumbent is not None
     assert saved.window.incumbent.generation == sane_snapshot()["generation"]
     # The file is the complete document, nothing half-written next to it.
-    assert [p.name for p in state_dir.iterdir()] == ["restore-state.json"]
+    assert sorted(p.name for p in state_dir.iterdir()) == [".lock", "restore-state.json"]
     json.loads((state_dir / "restore-state.json").read_text())

@@ -189,10 +189,13 @@ def test_keeper_runs_probes_and_closes_the_window(tmp_path: Path) -> None:
         await loop.cycle()
         engine.down = False
         engine.snapshot = snapshot_obj(generation="g2")
-        await loop.cycle()  # open again: verifying, direct fails, routed passes
+        await loop.cycle()  # open again: verifying; the probes run as the keeper's own task
+        await sidecar.keeper.settle()  # direct failed, routed passed
+        await loop.cycle()
         assert loop.view.restore.state.phase == "verifying"
         assert loop.view.restore.state.window is not None
-        await loop.cycle()  # direct passes now; routed is not probed again
+        await sidecar.keeper.settle()  # direct passes now; routed is not probed again
+        await loop.cycle()
         await sidecar.client.aclose()
 
     asyncio.run(go())

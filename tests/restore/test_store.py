@@ -28,7 +28,7 @@ def open_window_state() -> RestoreState:
     """A window opened by a drain at a start with sub-millisecond digits, incumbent known."""
     return final([poll(1764389520.123456, inflight=3),
                   poll(1764389525.987654321, admission="draining", inflight=2),
-                  event(1764389526.5, "drain_started", "ev-1")])
+                  event(1764389526.5, "restore_started", "ev-1")])
 
 
 def closed_window_state() -> RestoreState:
@@ -112,16 +112,25 @@ def _with(path: list, value: object) -> bytes:
     return json.dumps(doc).encode()
 
 
+# Not a state file at all: moved aside.
 CORRUPT = {
     "garbage": b"\x00\xff\xfe garbage \x80",
     "empty": b"",
     "truncated": store.encode(open_window_state())[:-9],
     "null": b"null",
     "list": b"[1, 2]",
-    "format_2": _with(["format"], 2),
+    "format_0": _with(["format"], 0),
+    "format_string": _with(["format"], "1"),
     "no_format": json.dumps({"state": {}}).encode(),
     "state_list": _with(["state"], []),
     "state_string": _with(["state"], "serving"),
+    "deep_nesting": b"[" * 100_000 + b"]" * 100_000,
+}
+# A value this release does not understand (a newer release's, or damage): read with what is
+# understood, reported; only a window without a usable start is lost.
+NO_START = ("start_string", "start_bool", "start_nan", "window_list")
+UNKNOWN = {
+    "format_2": _with(["format"], 2),
     "start_string": _with(["state", "window", "start"], "soon"),
     "start_bool": _with(["state", "window", "start"], True),
     "start_nan": store.encode(open_window_state()).replace(b'"start": 1764389525.9876542',
@@ -138,8 +147,7 @@ CORRUPT = {
     "last_inflight_string": _with(["state", "window", "last_inflight"], "three"),
     "last_window_outcome": _with(["state", "last_window"],
                                  {"start": 1, "end": 2, "cause": "drain", "outcome": "meh"}),
-    "deep_nesting": b"[" * 100_000 + b"]" * 100_000,
-    # fields added after 0.1.0: present but ill-typed is as corrupt as any
+    # fields added after 0.1.0
     "lost_string": _with(["state", "window", "lost"], "2"),
     "lost_negative": _with(["state", "window", "lost"], -1),
     "reference_int": _with(["state", "window", "reference"], 1),
@@ -158,7 +166,9 @@ CORRUPT = {
 
 
 def test_corrupt_cases_really_differ_from_a_good_file() -> None:
-    assert b"NaN" in CORRUPT["start_nan"]
+    assert b"NaN" in UNKNOWN["start_nan"]
+    for name, data in UNKNOWN.items():
+        assert data != json.dumps(_good()).encode(), name
     assert store.decode(json.dumps(_good()).encode()) == restarted(open_window_state())
 
 
@@ -175,6 +185,46 @@ def test_corrupt_file_is_moved_aside_with_a_clear_error(tmp_path: Path, name: st
     assert moved.read_bytes() == CORRUPT[name]  # kept for on-call, byte for byte
     assert not s.path.exists()
     assert s.load() is None  # the next start begins clean
+
+
+@pytest.mark.parametrize("name", list(UNKNOWN))
+def test_an_unknown_value_is_reported_and_never_costs_the_open_window(
+        tmp_path: Path, name: str) -> None:
+    s = StateStore(tmp_path)
+    s.path.write_bytes(UNKNOWN[name])
+    decoded = s.load_report()
+    assert decoded is not None and decoded.problems, name
+    assert s.path.read_bytes() == UNKNOWN[name]  # not moved, not changed
+    want = restarted(open_window_state())
+    if name in NO_START:
+        assert decoded.state.window is None
+        assert any("window" in p for p in decoded.problems)
+    else:
+        window = decoded.state.window
+        assert window is not None and want.window is not None
+        assert window.start == want.window.start  # the exact start
+        assert window.start_exact == want.window.start_exact
+        if not name.startswith("incumbent"):
+            assert window.incumbent == want.window.incumbent
+    if name not in ("event_ids_int",):
+        assert decoded.state.event_ids == want.event_ids
+
+
+def test_unknown_fields_are_kept_and_written_back(tmp_path: Path) -> None:
+    doc = _good()
+    doc["state"]["planned_by"] = {"team": "fleet"}
+    doc["state"]["window"]["quorum"] = 3
+    s = StateStore(tmp_path)
+    s.path.write_text(json.dumps(doc))
+    decoded = s.load_report()
+    assert decoded is not None
+    assert sorted(decoded.problems) == ["planned_by: unknown field, kept",
+                                        "window.quorum: unknown field, kept"]
+    s.save(decoded.state)
+    back = json.loads(s.path.read_bytes())
+    assert back["state"]["planned_by"] == {"team": "fleet"}
+    assert back["state"]["window"]["quorum"] == 3
+    assert back["state"]["window"]["start"] == doc["state"]["window"]["start"]
 
 
 def test_keeper_counts_corrupt_file_and_sidecar_keeps_working(tmp_path: Path) -> None:
@@ -238,28 +288,69 @@ def test_unwritable_state_dir_counts_write_errors_and_never_raises(tmp_path: Pat
         assert sidecar.status()["restore"]["state_write_errors"] == 2
 
 
-def test_disk_full_keeps_the_old_state(tmp_path: Path) -> None:
-    """ENOSPC without root mounts: the tmp file path is a symlink to /dev/full."""
-    if not Path("/dev/full").exists():
-        pytest.skip("no /dev/full")
+def _disk_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC without root mounts: writes to a temporary state file fail as on a full disk
+    (every other descriptor, asyncio's own included, writes as usual)."""
+    real = os.write
+
+    def write(fd: int, data: Any) -> int:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+
+
+def test_disk_full_keeps_the_old_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     s = StateStore(tmp_path)
     old = open_window_state()
     s.save(old)
-    tmp = tmp_path / f".{STATE_FILE}.{os.getpid()}.tmp"
-    tmp.symlink_to("/dev/full")
+    _disk_full(monkeypatch)
     with pytest.raises(OSError) as info:
         s.save(RestoreState())
     assert info.value.errno == errno.ENOSPC
-    assert not tmp.exists() and not tmp.is_symlink()  # the tmp file is cleaned up
+    monkeypatch.undo()
+    assert [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []  # cleaned up
     assert s.load() == restarted(old)
 
 
-def test_disk_full_is_counted_by_the_keeper(tmp_path: Path) -> None:
-    if not Path("/dev/full").exists():
-        pytest.skip("no /dev/full")
+def test_a_planted_link_at_the_temporary_name_is_never_written_through(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("theirs")
+    tmp = tmp_path / f".{STATE_FILE}.{os.getpid()}.tmp"
+    tmp.symlink_to(target)
+    s = StateStore(tmp_path)
+    s.save(open_window_state())
+    assert target.read_text() == "theirs"  # the link was replaced, not followed
+    assert not tmp.exists() and not tmp.is_symlink()
+    assert s.load() == restarted(open_window_state())
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory"])
+def test_anything_but_a_regular_file_is_held_never_read_nor_written_over(
+        tmp_path: Path, kind: str) -> None:
+    s = StateStore(tmp_path)
+    target = tmp_path / "target.json"
+    target.write_bytes(store.encode(open_window_state()))
+    if kind == "fifo":
+        os.mkfifo(s.path)  # opened without O_NONBLOCK, the read would hang here
+    elif kind == "symlink":
+        s.path.symlink_to(target)
+    else:
+        s.path.mkdir()
+    with pytest.raises(StateFileError) as info:
+        s.load()
+    assert info.value.unreadable and info.value.moved_to is None
+    assert {"fifo": "a FIFO", "symlink": "symbolic link", "directory": "a directory"}[kind] \
+        in str(info.value)
+    assert s.path.exists() or s.path.is_symlink()
+
+
+def test_disk_full_is_counted_by_the_keeper(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     sidecar = make_sidecar(tmp_path)
     loop = sidecar.loop
-    (tmp_path / f".{STATE_FILE}.{os.getpid()}.tmp").symlink_to("/dev/full")
+    _disk_full(monkeypatch)
 
     async def go() -> None:
         await loop.cycle()

@@ -75,8 +75,10 @@ def test_opens_on_drain_started_event() -> None:
 
 def test_restore_started_without_window_opens_nothing() -> None:
     # docs/interface.md section 6 lists what opens a window; restore_started is not among them.
-    s = step(serving(), event(40, "restore_started", "r1"), BOUNDS)
-    assert s.window is None and s.phase == "serving" and s.event_ids == ("r1",)
+    # It is refused (exporter/restore/answers.py): nothing changes, its id is not recorded.
+    before = serving()
+    assert refusal(before, "restore_started") is not None
+    assert step(before, event(40, "restore_started", "r1"), BOUNDS) == before
 
 
 def test_drain_counts_only_before_the_engine_went_away() -> None:
@@ -103,11 +105,11 @@ def test_snapshot_without_admission_neither_opens_nor_closes() -> None:
 
 @pytest.mark.parametrize("kind", ["window_closed", "abort"])
 def test_close_and_abort_without_window_open_nothing(kind: str) -> None:
+    # Refused: they would change nothing, so the id is not used up (a window_closed sent too
+    # early closes the window when sent again after drain_started).
     before = serving()
-    s = step(before, event(5, kind, "x1"), BOUNDS)
-    assert s.window is None and s.phase == "serving"
-    assert s.checks == {} and s.last_window is None
-    assert s.event_ids == ("x1",)
+    assert refusal(before, kind) is not None
+    assert step(before, event(5, kind, "x1"), BOUNDS) == before
 
 
 def test_unreachable_within_grace_opens_nothing_then_start_is_first_failed_poll() -> None:
@@ -535,8 +537,8 @@ def test_window_closed_while_unreachable_never_restarts_the_clock() -> None:
 
 def test_event_ids_are_bounded() -> None:
     s = RestoreState()
-    for i in range(MAX_EVENT_IDS + 5):
-        s = step(s, event(i, "window_closed", f"id-{i}"), BOUNDS)
+    for i in range(MAX_EVENT_IDS + 5):  # each one accepted: a window opened, then aborted
+        s = step(s, event(i, "abort" if i % 2 else "drain_started", f"id-{i}"), BOUNDS)
     assert len(s.event_ids) == MAX_EVENT_IDS
     assert s.event_ids[-1] == f"id-{MAX_EVENT_IDS + 4}" and "id-0" not in s.event_ids
 

@@ -111,21 +111,24 @@ def _logged(logs: list[dict[str, Any]]) -> str:
 def test_wrong_bearer_tokens_are_counted_logged_without_the_token_and_slowed_down(
         tmp_path: Path) -> None:
     env = Sidecar(tmp_path)
-    body = {"id": "e1", "event": "restore_started"}
+    body = {"id": "e1", "event": "drain_started"}
     wrong = "Bearer guess-" + TOKEN[::-1]
 
     async def go(c: httpx.AsyncClient) -> list[httpx.Response]:
         answers = [await c.post("/restore/events", json=body)]  # missing: never penalised
         answers += [await c.post("/restore/events", json=body, headers={"Authorization": wrong})
                     for _ in range(6)]
-        # Even the right token is not looked at while the penalty runs.
+        # The right token is not locked out by the failures from its address (rationed)...
         answers.append(await c.post("/restore/events", json=body,
                                     headers={"Authorization": f"Bearer {TOKEN}"}))
+        # ...and the penalty of those failures runs on: a wrong one is not looked at.
+        answers.append(await c.post("/restore/events", json=body,
+                                    headers={"Authorization": wrong}))
         return answers
 
     with capture_logs() as logs:
         answers = env.run(go)
-    assert [a.status_code for a in answers] == [401] * 7 + [429]
+    assert [a.status_code for a in answers] == [401] * 7 + [200, 429]
     assert answers[1].headers["www-authenticate"] == "Bearer"
     assert answers[-1].headers["retry-after"] == "1"
     assert env.failures("/restore/events", "missing") == 1
@@ -149,7 +152,7 @@ def test_both_bearer_apis_share_the_count_and_the_slow_down(tmp_path: Path) -> N
         codes = [(await c.post("/experiment/phases", json={"name": "a", "action": "begin"},
                                headers=wrong)).status_code for _ in range(6)]
         codes.append((await c.post("/restore/events", json={"id": "e", "event": "abort"},
-                                   headers={"Authorization": f"Bearer {TOKEN}"})).status_code)
+                                   headers=wrong)).status_code)
         return codes
 
     assert env.run(go) == [401] * 6 + [429]
@@ -159,7 +162,7 @@ def test_both_bearer_apis_share_the_count_and_the_slow_down(tmp_path: Path) -> N
 
 def test_the_right_bearer_token_resets_the_count(tmp_path: Path) -> None:
     env = Sidecar(tmp_path)
-    body = {"id": "e2", "event": "restore_started"}
+    body = {"id": "e2", "event": "drain_started"}  # accepted: it opens a window
 
     async def go(c: httpx.AsyncClient) -> list[int]:
         codes = []
@@ -210,7 +213,7 @@ def test_basic_auth_guards_everything_but_probes_and_bearer_apis(
         out["right again"] = await c.get("/status", headers=_basic("prometheus", PASSWORD))
         out["healthz"] = await c.get("/healthz")
         out["readyz"] = await c.get("/readyz")
-        out["events"] = await c.post("/restore/events", json={"id": "x", "event": "abort"},
+        out["events"] = await c.post("/restore/events", json={"id": "x", "event": "drain_started"},
                                      headers={"Authorization": f"Bearer {TOKEN}"})
         return out
 
@@ -352,3 +355,59 @@ def test_exporter_toolkits_zero_burst_and_a_numeric_header(tmp_path: Path) -> No
         return [(await c.get("/status")).status_code for _ in range(30)]
 
     assert open_.run(many) == [200] * 30
+
+
+def test_the_right_token_is_never_locked_out_by_others_failures(tmp_path: Path) -> None:
+    """A stale script beside the restore tooling retries a wrong token until its penalty is 32 s:
+    before, that kept the right token out for as long. Now the right one passes during the
+    penalty, rationed (3 at once, then 1 a second: every comparison during a penalty counts, a
+    guesser's too, so the penalty is no guessing oracle); the script stays slowed down."""
+    clock = [1000.0]
+    failures = AuthFailures(clock=lambda: clock[0])
+    env = Sidecar(tmp_path, failures)
+    right = {"Authorization": f"Bearer {TOKEN}"}
+    wrong = {"Authorization": "Bearer stale-token"}
+
+    async def go(c: httpx.AsyncClient) -> list[int]:
+        def post(headers: dict[str, str], id_: str, kind: str) -> Any:
+            return c.post("/restore/events", headers=headers, json={"id": id_, "event": kind})
+        codes = [(await post(wrong, "x", "abort")).status_code for _ in range(6)]
+        for wait in (1.5, 2.5, 4.5, 8.5, 16.5):  # each retry after its penalty: 2, 4 ... 32 s
+            clock[0] += wait
+            codes.append((await post(wrong, "x", "abort")).status_code)
+        clock[0] += 1.0  # 31 s of penalty left
+        for id_, kind in (("d1", "drain_started"), ("a1", "abort"), ("d2", "drain_started"),
+                          ("a2", "abort"), ("a3", "abort")):
+            codes.append((await post(right, id_, kind)).status_code)
+        codes.append((await post(wrong, "x", "abort")).status_code)
+        clock[0] += 1.0
+        codes.append((await post(right, "a2", "abort")).status_code)
+        return codes
+
+    codes = env.run(go)
+    assert codes[:11] == [401] * 11
+    assert codes[11:] == [200, 200, 200, 429, 429, 429, 200], codes[11:]
+    assert failures.penalty_running("10.1.2.3")  # the script's penalty runs on
+
+
+def test_a_rotated_token_file_is_read_again(tmp_path: Path) -> None:
+    env = Sidecar(tmp_path)
+    token_file = tmp_path / "token"
+
+    async def go(c: httpx.AsyncClient) -> list[int]:
+        def post(token: str, id_: str) -> Any:
+            return c.post("/restore/events", headers={"Authorization": f"Bearer {token}"},
+                          json={"id": id_, "event": "drain_started"})
+        codes = [(await post(TOKEN, "a")).status_code]  # 200: the window opens
+        token_file.write_text("rotated-" + TOKEN + "\n")
+        codes += [(await post(TOKEN, "b")).status_code,  # the old one: 401
+                  (await post("rotated-" + TOKEN, "c")).status_code]  # 409: already open
+        token_file.write_text("")  # caught half-way: the last good token stays
+        codes.append((await post("rotated-" + TOKEN, "d")).status_code)
+        return codes
+
+    with capture_logs() as logs:
+        codes = env.run(go)
+    assert codes == [200, 401, 409, 409]
+    events = [e["event"] for e in logs]
+    assert "events_token_reloaded" in events and "events_token_unusable" in events
