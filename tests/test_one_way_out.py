@@ -118,10 +118,13 @@ FAILURES: dict[str, tuple[Behaviour, ErrorReason]] = {
 @pytest.mark.parametrize("name", FAILURES)
 def test_every_failure_class_is_a_closed_set_reason_within_the_deadline(name: str) -> None:
     behaviour, reason = FAILURES[name]
-    out, took, peak = call(behaviour)
+    # The deadline is short where it is what fails the request; elsewhere it is long enough
+    # that a loaded machine never turns another failure into a timeout.
+    deadline = DEADLINE if reason is ErrorReason.TIMEOUT else 10.0
+    out, took, peak = call(behaviour, deadline=deadline)
     assert isinstance(out, FetchError), out[:100] if isinstance(out, bytes) else out
     assert out.reason is reason, (out.reason, str(out))
-    assert took < DEADLINE + 1.0
+    assert took < deadline + 1.0
     # Memory never follows what the server claims or inflates to: the limit, a decoding step
     # and the raw chunks in flight, whatever was sent (1 GiB of zeros among them).
     assert peak < 4 * LIMIT + 4 * DECODE_STEP, f"{peak} bytes allocated at the peak"
@@ -199,14 +202,16 @@ def test_asks_for_gzip_only_whatever_the_client_default() -> None:
 
 
 def test_decoding_a_bomb_leaves_the_event_loop_its_turns() -> None:
-    """1 GiB of gzip'd zeros against an 8 MiB limit: the loop is never held for long."""
+    """1 GiB of gzip'd zeros against an 8 MiB limit: the loop is never held for long. Measured
+    in CPU time of the loop's thread between two turns, which a loaded machine does not
+    stretch (wall time would count the time the process waits for a core)."""
     gaps: list[float] = []
 
     async def ticker(stop: asyncio.Event) -> None:
-        last = time.monotonic()
+        last = time.thread_time()
         while not stop.is_set():
-            await asyncio.sleep(0.001)
-            now = time.monotonic()
+            await asyncio.sleep(0)
+            now = time.thread_time()
             gaps.append(now - last)
             last = now
 
@@ -227,7 +232,9 @@ def test_decoding_a_bomb_leaves_the_event_loop_its_turns() -> None:
         engine.case = Case("bomb", metrics=coded(GIB_OF_ZEROS_IN_GZIP, "gzip"))
         out = asyncio.run(go(engine.url + METRICS))
     assert out.reason is ErrorReason.TOO_LARGE
-    assert max(gaps) < 0.1, f"the event loop waited {max(gaps):.3f}s"
+    assert len(gaps) > 50, "the loop never got a turn while the body was decoded"
+    assert max(gaps) < 0.05, f"the event loop was held for {max(gaps):.3f}s of CPU"
+    print(f"{len(gaps)} turns, the longest after {max(gaps) * 1000:.1f} ms of CPU")
 
 
 # -- nothing else goes out ---------------------------------------------------------------------

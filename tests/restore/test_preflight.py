@@ -230,3 +230,16 @@ def test_probe_asks_for_exactly_max_tokens_and_names_the_model_only_when_told() 
     assert "model" not in seen[0] and seen[1]["model"] == "qwen3-next"
     for body in seen:
         assert body["max_tokens"] == 3 and body["min_tokens"] == 3 and body["ignore_eos"] is True
+
+
+def test_anything_the_transport_raises_is_a_failed_check_never_an_exception() -> None:
+    """A probe's failure is a failed check, not a failed poll cycle: even an error that is not
+    httpx's (a bug, a broken transport) comes back as (False, why)."""
+    def broken(request: httpx.Request) -> httpx.Response:
+        raise RuntimeError("not an httpx error")
+
+    def recursion(request: httpx.Request) -> httpx.Response:
+        raise RecursionError("deep")
+
+    assert probe_with(broken) == (False, "internal error: RuntimeError")
+    assert probe_with(recursion) == (False, "internal error: RecursionError")
