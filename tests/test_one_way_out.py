@@ -140,6 +140,24 @@ def test_refused_port_is_connect() -> None:
     assert asyncio.run(go()).reason is ErrorReason.CONNECT
 
 
+def test_anything_else_that_goes_wrong_is_other() -> None:
+    """Not an httpx transport error (a URL httpx refuses, a header it cannot send, a broken
+    transport): still a FetchError with a closed-set reason, never an exception of its own."""
+    def broken(req: httpx.Request) -> httpx.Response:
+        raise RuntimeError("a transport bug")
+
+    async def go() -> list[FetchError]:
+        out = []
+        async with httpx.AsyncClient(transport=httpx.MockTransport(broken)) as client:
+            for url, headers in (("http://engine.test/", {}), ("http://[::1/", {}),
+                                 ("http://engine.test/", {"X-Bad": "line\nbreak"})):
+                with pytest.raises(FetchError) as caught:
+                    await request(client, "GET", url, Bounds(1, 10), headers=headers)
+                out.append(caught.value)
+        return out
+    assert [e.reason for e in asyncio.run(go())] == [ErrorReason.OTHER] * 3
+
+
 @pytest.mark.parametrize("coding", ["gzip", "GZIP", " gzip ", None, "identity", ""])
 def test_the_coding_asked_for_or_none_is_decoded(coding: str | None) -> None:
     text = json.dumps({"usage": {"completion_tokens": 4}, "pad": "z" * 200_000}).encode()

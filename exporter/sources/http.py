@@ -93,6 +93,10 @@ async def request(client: httpx.AsyncClient, method: str, url: str, bounds: Boun
         raise _fetch_error(exc.cause, shown) from None
     except httpx.HTTPError as exc:
         raise _fetch_error(exc, shown) from None
+    except FetchError:
+        raise
+    except Exception as exc:  # httpx.InvalidURL, a header httpx refuses: still a closed reason
+        raise FetchError(ErrorReason.OTHER, f"{shown}: {type(exc).__name__}") from None
 
 
 async def request_json(client: httpx.AsyncClient, method: str, url: str, bounds: Bounds, *,
