@@ -63,7 +63,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--timeout", "float", defaults.ENGINE_TIMEOUT,
            "Seconds allowed for one engine request (whole body).", ("serve", "check"), above=0),
     Option("--max-response-bytes", "int", defaults.MAX_RESPONSE_BYTES,
-           "Largest engine response body read; larger ones count as too_large.", ("serve", "check"),
+           "Largest engine response body read, counted as it is decoded (one gzip layer at "
+           "most); larger ones count as too_large.", ("serve", "check"),
            above=0),
     Option("--state-dir", "path", defaults.STATE_DIR,
            "Directory for the durable restore-window state (must survive the sidecar)."),
