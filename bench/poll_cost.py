@@ -79,11 +79,10 @@ async def _async_cpu_times(call: Callable[[], Awaitable[Any]], reps: int) -> lis
 async def _both_gets(client: Any) -> None:
     """What EngineSource does before parsing: two bounded GETs, each under one deadline."""
     from exporter.sources.engine import METRICS_PATH, SNAPSHOT_PATH
-    from exporter.sources.http import bounded_get
+    from exporter.sources.http import Bounds, bounded_get
 
     async def get(path: str) -> None:
-        async with asyncio.timeout(2.0):
-            await bounded_get(client, "http://engine.invalid" + path, 8 * 1024 * 1024)
+        await bounded_get(client, "http://engine.invalid" + path, Bounds(2.0, 8 * 1024 * 1024))
 
     await asyncio.gather(get(SNAPSHOT_PATH), get(METRICS_PATH))
 

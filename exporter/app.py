@@ -46,11 +46,13 @@ def build_app(
     page: Callable[[], str] | None = None,
     *,
     auth_failures: AuthFailures | None = None,
+    stale_after: float | None = None,
 ) -> FastAPI:
     """`phases`: the experiment phase book (POST/GET /experiment/phases, same token as the
     events API); without it those routes do not exist. `page` renders the on-call page at `/`
     (not served when None). `auth_failures` counts and slows down failed credentials (one per
-    sidecar: every route that checks credentials shares it)."""
+    sidecar: every route that checks credentials shares it). `stale_after`: /healthz answers 503
+    once no poll cycle has completed for that many seconds (None: never)."""
     failures = auth_failures if auth_failures is not None else AuthFailures()
     app = FastAPI(title="helios-exporter", version=VERSION, docs_url=None, redoc_url=None)
 
@@ -69,8 +71,14 @@ def build_app(
                         headers=_GZIP if gz else _IDENTITY)
 
     @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    async def healthz() -> Response:
+        # Liveness: the process answers and its poll loop goes on. Nothing here waits: one
+        # reading of a monotonic clock against the loop's last completed cycle.
+        quiet = loop.since_last_cycle()
+        if stale_after is not None and quiet > stale_after:
+            return JSONResponse({"status": "stale", "seconds_since_last_poll_cycle": round(quiet, 3),
+                                 "stale_after_seconds": stale_after}, status_code=503)
+        return JSONResponse({"status": "ok"})
 
     @app.get("/readyz")
     async def readyz() -> Response:

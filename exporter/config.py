@@ -56,10 +56,15 @@ OPTIONS: tuple[Option, ...] = (
            "HOST:PORT the sidecar serves on."),
     Option("--poll-interval", "float", defaults.POLL_INTERVAL,
            "Seconds between poll cycles of every source.", above=0),
+    Option("--healthz-stale-polls", "int", defaults.HEALTHZ_STALE_POLLS,
+           "/healthz answers 503 once no poll cycle has completed for this many poll intervals "
+           "plus the longest a cycle may take (a wedged loop gets the container restarted).",
+           above=0),
     Option("--timeout", "float", defaults.ENGINE_TIMEOUT,
            "Seconds allowed for one engine request (whole body).", ("serve", "check"), above=0),
     Option("--max-response-bytes", "int", defaults.MAX_RESPONSE_BYTES,
-           "Largest engine response body read; larger ones count as too_large.", ("serve", "check"),
+           "Largest engine response body read, counted as it is decoded (one gzip layer at "
+           "most); larger ones count as too_large.", ("serve", "check"),
            above=0),
     Option("--state-dir", "path", defaults.STATE_DIR,
            "Directory for the durable restore-window state (must survive the sidecar)."),
@@ -141,6 +146,7 @@ class Config:
     listen_host: str = defaults.LISTEN_HOST
     listen_port: int = defaults.LISTEN_PORT
     poll_interval: float = defaults.POLL_INTERVAL
+    healthz_stale_polls: int = defaults.HEALTHZ_STALE_POLLS
     timeout: float = defaults.ENGINE_TIMEOUT
     max_response_bytes: int = defaults.MAX_RESPONSE_BYTES
     state_dir: Path = Path(defaults.STATE_DIR)
@@ -172,6 +178,20 @@ class Config:
     http_max_connections: int = defaults.HTTP_MAX_CONNECTIONS
     log_format: str = defaults.LOG_FORMAT
     log_level: str = defaults.LOG_LEVEL
+
+    @property
+    def cycle_bound(self) -> float:
+        """The longest a healthy poll cycle takes: its slowest source's deadline (the preflight
+        probes run as the restore keeper's own task, never inside the cycle)."""
+        sources = [self.timeout, defaults.HOST_TIMEOUT]
+        if not self.no_nvml:
+            sources.append(self.nvml_timeout)
+        return max(sources)
+
+    @property
+    def stale_after(self) -> float:
+        """Seconds without a completed poll cycle after which /healthz answers 503."""
+        return self.healthz_stale_polls * self.poll_interval + self.cycle_bound
 
 
 def of(command: str) -> tuple[Option, ...]:

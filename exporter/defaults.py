@@ -20,6 +20,9 @@ STATE_DIR: Final = "/var/lib/helios-exporter"
 NVML_TIMEOUT: Final = 2.0  # seconds one NVML poll may take
 HOST_TIMEOUT: Final = 2.0  # seconds one psutil poll may take (not configurable)
 MAX_SERIES_PER_FAMILY: Final = 200  # pass-through cardinality guard
+# /healthz answers 503 once no poll cycle has completed for this many poll intervals, plus the
+# longest a healthy cycle may take (exporter.config.Config.stale_after).
+HEALTHZ_STALE_POLLS: Final = 3
 
 # The restore window (seconds from its start).
 REQUEST_CUTOFF: Final = 4200.0

@@ -50,6 +50,7 @@ class PollLoop:
         pins: Pins | None = None,
         nvml_all_gpus: bool = False,
         layout: Records | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._engine_source = engine_source
         self._keeper = keeper
@@ -69,11 +70,21 @@ class PollLoop:
         self._view = View(restore=keeper.view(), sources=frozen(sources))
         # Two cycles at once would derive from the same previous view and one would be lost.
         self._cycle_lock = asyncio.Lock()
+        # Freshness (/healthz, /status): when the last cycle completed, on a monotonic clock;
+        # before the first, when the loop started.
+        self._monotonic = monotonic
+        self._alive_since = monotonic()
+        self._last_completed: float | None = None
 
     @property
     def view(self) -> View:
         """The latest published view."""
         return self._view
+
+    def since_last_cycle(self) -> float:
+        """Seconds since a poll cycle last completed (since the loop started, before the first)."""
+        done = self._last_completed if self._last_completed is not None else self._alive_since
+        return max(0.0, self._monotonic() - done)
 
     @property
     def blocking_sources(self) -> tuple[str, ...]:
@@ -147,6 +158,7 @@ class PollLoop:
             open_phases=self._view.open_phases,  # read after the awaits: a phase may have begun
             polled_at=now,
         ))
+        self._last_completed = self._monotonic()
         return self._view
 
     def _publish(self, view: View) -> None:
@@ -156,6 +168,7 @@ class PollLoop:
 
     async def run_forever(self) -> None:
         """Cycles aligned to the interval; a slow cycle delays the next one, never stacks."""
+        self._alive_since = self._monotonic()
         while True:
             started = time.monotonic()
             try:

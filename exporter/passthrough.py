@@ -54,6 +54,11 @@ DEFAULT_ALLOW: Final[dict[str, FamilyType]] = {
 MEAN_GAUGES: Final = frozenset({"token_usage", "cache_hit_rate"})
 EXPORT_PREFIX: Final = "helios_engine_native_"
 MAX_COUNT: Final = 2.0**64
+# Counter and histogram series whose values are followed from poll to poll (the series of two
+# polls are kept, about 250 bytes each besides their text): at most this many in one poll, all
+# families together; more are left out and counted as dropped. Honest engines send a few per
+# rank and bucket; per-request series are summed (20,000 request ids are).
+MAX_ENGINE_SERIES: Final = 50_000
 _LABEL_RE: Final = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*(?:,|$)')
 
 
@@ -123,6 +128,7 @@ def parse(
     sums: dict[str, dict[Key, float]] = defaultdict(dict)
     counts: dict[tuple[str, Key], int] = {}
     series = out.series
+    followed = 0  # counter and histogram series kept in `series`
     for line in text.splitlines():
         if not line or line[0] == "#":
             continue
@@ -169,6 +175,10 @@ def parse(
             elif head in engine_series:  # the same series twice: which value is meant?
                 out.malformed_lines += 1
                 continue
+            if followed >= MAX_ENGINE_SERIES:
+                out.labels_dropped[family] += 1
+                continue
+            followed += 1
             engine_series[head] = ((suffix, kept), value)
             continue
         key: Key = ("", kept)  # a gauge sample
@@ -193,20 +203,34 @@ class SeriesCache:
     """Parsed name-and-labels of engine sample lines, kept across polls.
 
     Engines send the same series every poll, so the label parse of a line is done once; only
-    its value is parsed each time. Bounded: cleared when full (request-id churn only refills it).
+    its value is parsed each time. Bounded in bytes, not entries: long label values that change
+    every poll (a request id, a prompt) would otherwise hold 50,000 long strings. Each entry is
+    counted as its text plus ENTRY_OVERHEAD; the cache is cleared when full (churn only refills
+    it).
     """
 
-    def __init__(self, max_entries: int = 50_000) -> None:
-        self.max_entries = max_entries
+    ENTRY_OVERHEAD: Final = 256  # the dict slot, the str header, the parsed tuple
+
+    def __init__(self, max_bytes: int = 8 << 20) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
         self._entries: dict[str, tuple[Labels | None, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def get(self, head: str) -> tuple[Labels | None, int] | None:
         return self._entries.get(head)
 
     def put(self, head: str, parsed: tuple[Labels | None, int]) -> None:
-        if len(self._entries) >= self.max_entries:
+        cost = len(head) + self.ENTRY_OVERHEAD
+        if cost > self.max_bytes // 64:  # one line never takes a large share: parse it again
+            return
+        if self.size + cost > self.max_bytes:
             self._entries.clear()
+            self.size = 0
         self._entries[head] = parsed
+        self.size += cost
 
 
 def _parse_head(head: str, name_len: int, suffix: str) -> tuple[Labels | None, int]:
@@ -223,7 +247,9 @@ def _parse_head(head: str, name_len: int, suffix: str) -> tuple[Labels | None, i
             label == "le"
             and suffix == "_bucket"
             and (number := _parse_float(raw)) is not None
-            and not math.isnan(number)  # a NaN bound orders nowhere: the line is malformed
+            # A NaN bound orders nowhere, and only `+Inf` is the last bucket: `1e999` or `-Inf`
+            # would take its place (or sort first). Either makes the line malformed.
+            and (math.isfinite(number) or raw == "+Inf")
         ):
             kept.append((label, floatToGoString(number)))  # type: ignore[no-untyped-call]
         else:

@@ -90,6 +90,7 @@ class Sidecar:
         # this costs a rendering only when no scrape came since the last poll.
         self.cache.render(False)
         return status(self.loop.view, self.keeper.bounds, self.config, now,
+                      since_last_cycle=self.loop.since_last_cycle(),
                       collectors=self.registry.health,
                       web=None if self.web is None else self.web.status())
 
@@ -109,7 +110,8 @@ def build(
 ) -> Sidecar:
     """The sidecar for `config`. Everything it reads can be injected (tests do): the engine's
     HTTP transport, the wall clock, the timer of durations, the monotonic clock of the restore
-    window's durations (by default the wall clock's own timeline when that is injected), the
+    window's durations (by default the wall clock's own timeline when that is injected) and of
+    the loop's freshness (/healthz; time.monotonic by default), the
     host and NVML polls (instead of psutil and the NVML library), and the
     process/platform/build-info collectors. Raises
     `WebConfigError` when --web-config-file does not load, `LayoutError` when --expect-layout
@@ -145,7 +147,8 @@ def build(
                     pins=Pins(config.expect_image_digest, config.expect_package,
                               config.expect_checkpoint, config.expect_ranks,
                               config.expect_power_limit_watts),
-                    nvml_all_gpus=config.nvml_all_gpus, layout=_layout(config))
+                    nvml_all_gpus=config.nvml_all_gpus, layout=_layout(config),
+                    monotonic=monotonic or time.monotonic)
     connections = ConnectionGuard(config.http_max_connections, config.http_read_timeout,
                                   config.http_idle_timeout)
     failures = AuthFailures()
@@ -235,7 +238,8 @@ def _server(sidecar: Sidecar) -> _Server:
     configuration, basic auth around the app."""
     config = sidecar.config
     app: Any = build_app(sidecar.loop, sidecar.cache, sidecar.status, sidecar.events_token,
-                         sidecar.phases, page=sidecar.page, auth_failures=sidecar.auth_failures)
+                         sidecar.phases, page=sidecar.page, auth_failures=sidecar.auth_failures,
+                         stale_after=config.stale_after)
     web = sidecar.web
     if web is not None:
         app = WebGuard(app, web, sidecar.auth_failures)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import jsonschema
 
 from exporter.labels import IDENTITY_FIELDS, V3_SECTIONS, ErrorReason
+from exporter.sources import json_limits
 
 AdmissionState = Literal["open", "draining", "closed"]
 
@@ -152,26 +153,17 @@ def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"non-finite number {name} is not valid JSON")
-
-
 def _path(parts: Any) -> str:
     return ".".join(str(p) for p in parts)
 
 
 def decode_json(body: bytes) -> Any:
-    """Strict JSON: UTF-8 only, no NaN/Infinity, no numbers that overflow a float."""
+    """Strict JSON: UTF-8 only, no NaN/Infinity, no numbers that overflow a float, nested at most
+    exporter.sources.json_limits.MAX_DEPTH deep."""
     try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SnapshotError(ErrorReason.DECODE, f"body is not UTF-8 ({exc.reason})") from None
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except RecursionError:
-        raise SnapshotError(ErrorReason.DECODE, "JSON nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, int-digit limit, NaN/Infinity
-        raise SnapshotError(ErrorReason.DECODE, f"body is not valid JSON: {exc}") from None
+        return json_limits.loads(body)
+    except json_limits.JsonError as exc:
+        raise SnapshotError(ErrorReason.DECODE, str(exc)) from None
 
 
 def derive_generation(identity: Identity | None, started_at: float | None) -> str:

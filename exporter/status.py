@@ -17,9 +17,12 @@ from exporter.view import View
 
 
 def status(view: View, bounds: Bounds, config: Config, now: float, *,
+           since_last_cycle: float | None = None,
            collectors: Sequence[Health] | None = None,
            web: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """`collectors`: each collector of /metrics at its latest rendering (None: not known);
+    """`since_last_cycle`: seconds since the poll loop last completed a cycle, on a monotonic
+    clock (None: not known); `collectors`: each collector of /metrics at its latest rendering
+    (None: not known);
     `web`: the web configuration in force (`WebConfigState.status()`; None: no
     --web-config-file)."""
     restore = view.restore
@@ -52,8 +55,22 @@ def status(view: View, bounds: Bounds, config: Config, now: float, *,
                    "restore_bound": bounds.restore_bound, "down_grace": bounds.down_grace},
         "sources": {name: h.as_status() for name, h in view.sources.items()},
         "poll_cycles": view.cycles,
+        "freshness": _freshness(view, config, now, since_last_cycle),
         "collectors": None if collectors is None else [_collector(h) for h in collectors],
         "web": None if web is None else dict(web),
+    }
+
+
+def _freshness(view: View, config: Config, now: float,
+               since_last_cycle: float | None) -> dict[str, Any]:
+    """How old the published view is, and whether /healthz calls the loop stale."""
+    stale = None if since_last_cycle is None else since_last_cycle > config.stale_after
+    return {
+        "polled_at": view.polled_at,  # when the latest view's cycle began polling (unix s)
+        "view_age_seconds": None if view.polled_at is None else max(0.0, now - view.polled_at),
+        "seconds_since_last_poll_cycle": since_last_cycle,
+        "stale_after_seconds": config.stale_after,
+        "stale": stale,
     }
 
 

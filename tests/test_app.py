@@ -8,6 +8,7 @@ import pytest
 
 from exporter.app import build_app
 from tests.helpers import StubEngine, make_sidecar, promtool_check_metrics
+from tools.harness import families, sample
 
 
 async def _client_for(engine: StubEngine, tmp_path: Path):  # type: ignore[no-untyped-def]
@@ -15,6 +16,58 @@ async def _client_for(engine: StubEngine, tmp_path: Path):  # type: ignore[no-un
     app = build_app(sidecar.loop, sidecar.cache, sidecar.status, None)
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sidecar")
     return sidecar, client
+
+
+def test_healthz_fails_once_no_cycle_completed_for_the_stale_bound(tmp_path: Path) -> None:
+    """A wedged loop is restarted: /healthz answers 503 past `stale_after`, counted from the
+    loop's start before the first cycle and from the last completed cycle after it."""
+    from exporter.config import Config
+    from exporter.sidecar import build
+
+    now = [1000.0]
+    config = Config(engine_url="http://engine.test", state_dir=tmp_path, no_nvml=True,
+                    poll_interval=1.0, timeout=0.5, healthz_stale_polls=3)
+    assert config.stale_after == 3 * 1.0 + 2.0  # the host source's 2 s is the slowest
+    probes = Config(engine_url="http://e", preflight_direct_url="http://e/v1",
+                    preflight_routed_url="http://r/v1", preflight_timeout=7.0)
+    # Preflight probes run as the keeper's own task, beside the cycle: they never lengthen it.
+    assert probes.stale_after == 3 * 5.0 + 2.0
+
+    async def run() -> None:
+        engine = StubEngine()
+        sidecar = build(config, transport=httpx.MockTransport(engine),
+                        monotonic=lambda: now[0])
+        app = build_app(sidecar.loop, sidecar.cache, sidecar.status, None,
+                        stale_after=config.stale_after)
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s")
+
+        async def healthz() -> httpx.Response:
+            return await client.get("/healthz")
+
+        assert (await healthz()).status_code == 200
+        now[0] += 5.0
+        assert (await healthz()).status_code == 200
+        now[0] += 0.01
+        stale = await healthz()
+        assert stale.status_code == 503
+        assert stale.json() == {"status": "stale", "seconds_since_last_poll_cycle": 5.01,
+                                "stale_after_seconds": 5.0}
+        assert (await client.get("/status")).json()["freshness"]["stale"] is True
+        await sidecar.loop.cycle()
+        assert (await healthz()).status_code == 200
+        fresh = (await client.get("/status")).json()["freshness"]
+        assert fresh["stale"] is False and fresh["seconds_since_last_poll_cycle"] == 0.0
+        assert fresh["polled_at"] == sidecar.loop.view.polled_at
+        fams = families((await client.get("/metrics")).content)
+        assert sample(fams, "helios_exporter_poll_last_timestamp_seconds") == pytest.approx(
+            sidecar.loop.view.polled_at)
+        now[0] += 5.5
+        assert (await healthz()).status_code == 503
+        await client.aclose()
+        await sidecar.client.aclose()
+        sidecar.loop.close()
+
+    asyncio.run(run())
 
 
 @pytest.mark.e2e

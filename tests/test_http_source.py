@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from exporter.labels import ErrorReason
-from exporter.sources.http import FetchError, bounded_get
+from exporter.sources.http import Bounds, FetchError, bounded_get
 from tests.hostile.stub import (
     METRICS,
     Behaviour,
@@ -38,7 +38,7 @@ def fetch_twice(behaviour: Behaviour) -> tuple[list[bytes | FetchError], int]:
         async with httpx.AsyncClient(timeout=5) as client:
             for _ in range(2):
                 try:
-                    out.append((await bounded_get(client, url, 1 << 20)).body)
+                    out.append((await bounded_get(client, url, Bounds(5.0, 1 << 20))).body)
                 except FetchError as exc:
                     out.append(exc)
         return out

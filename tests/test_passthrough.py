@@ -127,13 +127,55 @@ def test_series_per_family_are_capped_and_counted() -> None:
 
 
 def test_series_cache_gives_the_same_result_across_polls() -> None:
-    cache = passthrough.SeriesCache(max_entries=30)
+    cache = passthrough.SeriesCache(max_bytes=30 * 300)
     later = SGLANG.replace("8.128902e+06", "8.2e+06")
     for text in (SGLANG, later, SGLANG, "helios:token_usage 0.5\nhelios:token_usage{ 1\n"):
         assert passthrough.parse(text, cache=cache) == passthrough.parse(text)
     first = exported(passthrough.parse(later, cache=cache))
     assert first["helios_engine_native_prompt_tokens"].samples[0][2] == 8.2e6  # values are
     # never cached, only labels
+
+
+def test_series_cache_is_bounded_in_bytes_whatever_the_label_values() -> None:
+    """Long label values that change every poll (the issue-32 engine grew the sidecar to
+    505 MiB through an entry-capped cache): the cache's text stays under its byte bound."""
+    cache = passthrough.SeriesCache(max_bytes=1 << 20)
+    for poll in range(20):
+        text = "\n".join(f'helios:prompt_tokens_total{{rid="{poll}-{i}-{"x" * 2000}"}} 1'
+                         for i in range(300))
+        parsed = passthrough.parse(text, cache=cache)
+        assert parsed == passthrough.parse(text)
+        assert cache.size <= cache.max_bytes
+        held = sum(len(k) + cache.ENTRY_OVERHEAD for k in cache._entries)
+        assert held == cache.size
+    # A line longer than a 64th of the bound is parsed every time, never kept.
+    passthrough.parse('helios:prompt_tokens_total{rid="' + "y" * 20000 + '"} 1', cache=cache)
+    assert all("y" * 20000 not in k for k in cache._entries)
+
+
+def test_engine_series_followed_are_bounded_all_families_together() -> None:
+    cap = passthrough.MAX_ENGINE_SERIES
+    text = "\n".join(f'helios:{fam}{{rid="{i}"}} 1' for i in range(cap // 2 + 100)
+                     for fam in ("prompt_tokens_total", "generation_tokens_total"))
+    parsed = passthrough.parse(text)
+    assert sum(len(s) for s in parsed.series.values()) == cap
+    assert sum(parsed.labels_dropped.values()) == (cap + 200) + 200  # every rid, then the rest
+
+
+@pytest.mark.parametrize("bound", ["1e999", "-1e999", "Inf", "inf", "-Inf", "+inf", "Infinity",
+                                   "NaN"])
+def test_a_bound_that_is_not_finite_but_not_plus_inf_is_malformed(bound: str) -> None:
+    """`le="1e999"` parses as infinite: it took the place of the `+Inf` bucket."""
+    text = (f'helios:e2e_request_latency_seconds_bucket{{le="1"}} 1\n'
+            f'helios:e2e_request_latency_seconds_bucket{{le="{bound}"}} 9\n'
+            f'helios:e2e_request_latency_seconds_bucket{{le="+Inf"}} 2\n'
+            f'helios:e2e_request_latency_seconds_count 2\n')
+    parsed = passthrough.parse(text)
+    assert parsed.malformed_lines == 1
+    folded = fold(None, parsed, "g-1")
+    assert folded.invalid == ()
+    bucket = dict(folded.totals["e2e_request_latency_seconds"])
+    assert bucket[("_bucket", (("le", "+Inf"),))] == 2
 
 
 def test_ratio_gauges_are_averaged_when_series_collapse() -> None:

@@ -17,6 +17,7 @@ from exporter.labels import (
 
 SIDECAR = Promise("4.5")
 V2 = Promise("4.5", 2)
+V3 = Promise("4.5", 3)
 E, HTTP = "exporter", "http"
 
 FAMILIES: Rows = (
@@ -67,6 +68,11 @@ FAMILIES: Rows = (
     Family("helios_exporter_poll_cycle_duration_seconds", "gauge", (), "seconds",
            help="Wall time of the latest poll cycle (all sources together).", collector=E,
            source="the poll loop, after its first cycle"),
+    Family("helios_exporter_poll_last_timestamp_seconds", "gauge", (), "unix seconds",
+           help="When the latest completed poll cycle began polling its sources (unix "
+           "seconds): time() minus this is how old the published view is.", collector=E,
+           promised=V3, source="how old /metrics is: the poll loop, after its first cycle "
+           "(`/healthz` fails when it stops, section 3)"),
     # exporter/collectors/experiment.py
     Family("helios_experiment_phase_open", "gauge", ("phase",), "", help="1 for each "
            "experiment phase open now (begun, not yet ended).", collector="experiment",

@@ -56,6 +56,10 @@ class ExporterCollector:
             m = gauge("helios_exporter_poll_cycle_duration_seconds")
             m.add_metric([], p.last_cycle_duration)
             yield m
+        if p.polled_at is not None:
+            m = gauge("helios_exporter_poll_last_timestamp_seconds")
+            m.add_metric([], p.polled_at)
+            yield m
 
 
 def _sources(p: View) -> Iterator[Metric]:

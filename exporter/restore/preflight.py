@@ -1,14 +1,27 @@
 """Preflight probe: one minimal completion that must come back whole.
 
 Passes on HTTP 200 with exactly `max_tokens` completion tokens in `usage`, within the timeout.
+The request goes through the sidecar's one bounded client path (exporter/sources/http.py): one
+deadline for the whole exchange, at most MAX_ANSWER_BYTES decoded, JSON at most MAX_DEPTH deep,
+no redirects. Whatever the endpoint does, the probe returns (False, why), never raises: a probe's
+failure is a failed check, not a failed poll cycle.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
+import structlog
+
+from exporter.labels import ErrorReason
+from exporter.sources.http import Bounds, FetchError, request_json
 
 PROMPT = "helios preflight"
 MAX_ANSWER_BYTES = 1024 * 1024
+MAX_DEPTH = 16  # an OpenAI-style completion answer nests 3 deep
+
+log = structlog.get_logger("helios_exporter.preflight")
 
 
 async def probe(
@@ -28,21 +41,27 @@ async def probe(
     if model is not None:
         body["model"] = model
     try:
-        resp = await client.post(url, json=body, headers=headers, timeout=timeout,
-                                 follow_redirects=False)
-        if len(resp.content) > MAX_ANSWER_BYTES:
-            return False, f"answer over {MAX_ANSWER_BYTES} bytes"
-    except httpx.TimeoutException:
-        return False, "timeout"
-    except httpx.HTTPError as exc:
-        return False, f"transport: {type(exc).__name__}"
-    if resp.status_code != 200:
-        return False, f"HTTP {resp.status_code}"
+        answer = await request_json(client, "POST", url,
+                                    Bounds(timeout, MAX_ANSWER_BYTES, MAX_DEPTH),
+                                    json=body, headers=headers, statuses=(200,))
+    except FetchError as exc:
+        if exc.reason is ErrorReason.HTTP_STATUS:
+            return False, f"HTTP {exc.status}"
+        return False, f"{exc.reason.value}: {exc}"  # a closed-set reason first
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a bug here is a failed check, never a failed poll cycle
+        log.exception("preflight_probe_error")
+        return False, f"internal error: {type(exc).__name__}"
+    return _judge(answer, max_tokens)
+
+
+def _judge(answer: object, max_tokens: int) -> tuple[bool, str]:
     try:
-        tokens = resp.json()["usage"]["completion_tokens"]
-    except (ValueError, KeyError, TypeError):
+        tokens = answer["usage"]["completion_tokens"]  # type: ignore[index]
+    except (KeyError, TypeError, IndexError):
         return False, "no usage.completion_tokens in the answer"
     # JSON true would compare equal to 1: only an integer count is a count.
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens != max_tokens:
-        return False, f"completion_tokens {tokens!r} != {max_tokens}"
+        return False, f"completion_tokens {str(tokens)[:40]!r} != {max_tokens}"
     return True, "ok"

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ParamSpec, TypeVar
 
 import httpx
 
 from exporter import passthrough
 from exporter.labels import ErrorReason
-from exporter.redact import redact_url
 from exporter.snapshot import Snapshot, SnapshotError, parse_snapshot
 from exporter.sources.base import Result
-from exporter.sources.http import FetchError, bounded_get
+from exporter.sources.http import Bounds, FetchError, bounded_get, off_loop_if_large
 
 SNAPSHOT_PATH = "/debug/offload/snapshot"
 METRICS_PATH = "/metrics"
@@ -32,21 +29,6 @@ class EngineTraffic:
     def count(self, path: str, outcome: str, size: int) -> None:
         self.requests[(path, outcome)] += 1
         self.response_bytes[path] += size
-
-
-INLINE_PARSE_BYTES = 64 * 1024
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-async def _off_loop_if_large(size: int, func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """Parse CPU work bounded by the body size limit: a large (possibly hostile) body is parsed in
-    a thread so /metrics keeps answering; a normal one inline, where the thread hand-off would
-    cost more than the parse."""
-    if size <= INLINE_PARSE_BYTES:
-        return func(*args, **kwargs)
-    return await asyncio.to_thread(func, *args, **kwargs)
 
 
 class EngineSource:
@@ -71,22 +53,13 @@ class EngineSource:
         self.timeout = timeout  # whole request; None: the client's read timeout
         self.series_cache = passthrough.SeriesCache()
 
-    def _deadline(self) -> float | None:
-        return self.timeout if self.timeout is not None else self.client.timeout.read
+    def _bounds(self) -> Bounds:
+        deadline = self.timeout if self.timeout is not None else self.client.timeout.read
+        return Bounds(deadline if deadline is not None else 30.0, self.max_bytes)
 
     async def _get(self, path: str, label: str) -> tuple[bytes | None, ErrorReason | None, str]:
-        url = self.base_url + path
-        deadline = self._deadline()
         try:
-            # httpx times each phase (connect, every single read) on its own, so an engine that
-            # drips a byte per read never trips it: the whole request gets one deadline.
-            async with asyncio.timeout(deadline):
-                resp = await bounded_get(self.client, url, self.max_bytes)
-        except TimeoutError:
-            exc = FetchError(ErrorReason.TIMEOUT,
-                             f"no complete response from {redact_url(url)} in {deadline}s")
-            self.traffic.count(label, exc.reason.value, 0)
-            return None, exc.reason, str(exc)
+            resp = await bounded_get(self.client, self.base_url + path, self._bounds())
         except FetchError as exc:
             self.traffic.count(label, exc.reason.value, 0)
             return None, exc.reason, str(exc)
@@ -98,7 +71,7 @@ class EngineSource:
         body, reason, message = await self._get(SNAPSHOT_PATH, "snapshot")
         if body is not None:
             try:
-                snap = await _off_loop_if_large(len(body), parse_snapshot, body)
+                snap = await off_loop_if_large(len(body), parse_snapshot, body)
             except SnapshotError as exc:
                 reason, message = exc.reason, f"snapshot {exc}"
             else:
@@ -115,7 +88,7 @@ class EngineSource:
             except UnicodeDecodeError:
                 reason, message = ErrorReason.DECODE, "engine /metrics is not UTF-8"
             else:
-                parsed = await _off_loop_if_large(
+                parsed = await off_loop_if_large(
                     len(body), passthrough.parse, text, None, max_series_per_family,
                     self.series_cache,
                 )

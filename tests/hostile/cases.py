@@ -257,7 +257,12 @@ CASES: list[Case] = [
     body_case("deep_nesting", _deep(100_000), "decode", "100000 nested arrays"),
     body_case("deep_nesting_in_known_field",
               b'{"schema_version": 1, "offload": {"slabs": ' + b'{"row": ' * 300 + b"1"
-              + b"}" * 300 + b"}}", "schema", "nesting where a slab belongs"),
+              + b"}" * 300 + b"}}", "decode", "300 levels where a slab belongs: past the JSON "
+              "depth limit (32), refused before parsing"),
+    body_case("nesting_within_limit_in_known_field",
+              b'{"schema_version": 1, "offload": {"slabs": ' + b'{"row": ' * 25 + b"1"
+              + b"}" * 25 + b"}}", "schema", "25 levels where a slab belongs: parsed, and the "
+              "schema refuses it"),
     body_case("top_level_array", b"[1, 2, 3]", "schema", "JSON, but not an object"),
     snap_case("unknown_schema_version", _set("schema_version", 2), "unsupported_version",
               "schema_version 2"),

@@ -25,6 +25,7 @@ from tests.helpers import contract_example
 
 SNAPSHOT = "/debug/offload/snapshot"
 METRICS = "/metrics"
+PREFLIGHT = "/v1/completions"  # what a sidecar's --preflight-direct-url names here
 SANE_GENERATION = "g-sane-0001"
 
 # A behaviour writes one response (or none) to a connected socket. `stop` is set at teardown so
@@ -196,6 +197,8 @@ def hang_up() -> Behaviour:
 
 
 SANE_SNAPSHOT_BEHAVIOUR = json_body(sane_snapshot())
+# A preflight answer that passes a sidecar's --preflight-max-tokens 4.
+SANE_PREFLIGHT_BEHAVIOUR = json_body({"usage": {"completion_tokens": 4}})
 SANE_METRICS_BEHAVIOUR = respond(200, SANE_METRICS, {"Content-Type": "text/plain; version=0.0.4"})
 
 
@@ -211,6 +214,7 @@ class Case:
     name: str
     snapshot: Behaviour = SANE_SNAPSHOT_BEHAVIOUR
     metrics: Behaviour = SANE_METRICS_BEHAVIOUR
+    preflight: Behaviour = SANE_PREFLIGHT_BEHAVIOUR
     snapshot_reason: str | None = None
     metrics_reason: str | None = None
     markers: tuple[str, ...] = ()
@@ -237,10 +241,13 @@ class _Handler(socketserver.BaseRequestHandler):
         engine = self.server.engine
         case = engine.case
         engine.record(case.name, path)
+        _read_body(conn, data)
         if path == SNAPSHOT:
             behaviour = case.snapshot
         elif path == METRICS:
             behaviour = case.metrics
+        elif path == PREFLIGHT:
+            behaviour = case.preflight
         elif path == "/health":
             behaviour = respond(200, "ok")
         else:
@@ -250,6 +257,24 @@ class _Handler(socketserver.BaseRequestHandler):
             behaviour(conn, engine.stop)
         with contextlib.suppress(OSError):
             conn.shutdown(socket.SHUT_RDWR)
+
+
+def _read_body(conn: socket.socket, data: bytes) -> None:
+    """Read what is left of a request body (a preflight POST) before answering: a socket
+    closed with unread bytes is reset, and the client may lose the answer before reading it."""
+    head_part, _, got = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head_part.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length" and value.strip().isdigit():
+            length = int(value.strip())
+    left = min(length, 1 << 20) - len(got)
+    with contextlib.suppress(OSError):
+        while left > 0:
+            chunk = conn.recv(min(left, 65536))
+            if not chunk:
+                return
+            left -= len(chunk)
 
 
 class _Server(socketserver.ThreadingTCPServer):

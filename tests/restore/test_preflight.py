@@ -86,11 +86,17 @@ def test_fails_on_non_200(status: int) -> None:
 
 
 @pytest.mark.parametrize("body", [
-    {}, {"usage": None}, {"usage": {}}, {"usage": "4"}, [1, 2], b"not json", b"", {"choices": []},
+    {}, {"usage": None}, {"usage": {}}, {"usage": "4"}, [1, 2], {"choices": []},
 ])
 def test_fails_without_usage(body: Any) -> None:
     ok, detail = probe_with(answer(body=body))
     assert ok is False and "usage" in detail
+
+
+@pytest.mark.parametrize("body", [b"not json", b"", b"[" * 17 + b"]" * 17, b"\xff"])
+def test_fails_on_a_body_that_is_not_json_within_the_depth_limit(body: bytes) -> None:
+    ok, detail = probe_with(answer(body=body))
+    assert ok is False and detail.startswith("decode: ")
 
 
 def test_fails_on_timeout_and_transport_errors() -> None:
@@ -100,9 +106,10 @@ def test_fails_on_timeout_and_transport_errors() -> None:
     def refused(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("refused", request=request)
 
-    assert probe_with(timeout) == (False, "timeout")
+    ok, detail = probe_with(timeout)
+    assert ok is False and detail.startswith("timeout: ")
     ok, detail = probe_with(refused)
-    assert ok is False and detail.startswith("transport")
+    assert ok is False and detail.startswith("connect: ")
 
 
 # -- a real server on 127.0.0.1 ------------------------------------------------------------------
@@ -149,14 +156,15 @@ def test_real_server(server: str) -> None:
     assert real_probe(f"{server}/short")[0] is False
     assert real_probe(f"{server}/broken") == (False, "HTTP 500")
     t0 = time.monotonic()
-    assert real_probe(f"{server}/slow", timeout=0.2) == (False, "timeout")
+    ok, detail = real_probe(f"{server}/slow", timeout=0.2)
+    assert ok is False and detail.startswith("timeout: ")
     assert time.monotonic() - t0 < 0.9
 
 
 def test_refused_port() -> None:
     port = free_port()
     ok, detail = real_probe(f"http://127.0.0.1:{port}/v1/completions")
-    assert ok is False and detail.startswith("transport")
+    assert ok is False and detail.startswith("connect: ")
 
 
 # -- the loop runs the probes while verifying and the window closes once both pass ---------------
@@ -225,3 +233,17 @@ def test_probe_asks_for_exactly_max_tokens_and_names_the_model_only_when_told() 
     assert "model" not in seen[0] and seen[1]["model"] == "qwen3-next"
     for body in seen:
         assert body["max_tokens"] == 3 and body["min_tokens"] == 3 and body["ignore_eos"] is True
+
+
+def test_anything_the_transport_raises_is_a_failed_check_never_an_exception() -> None:
+    """A probe's failure is a failed check, not a failed poll cycle: even an error that is not
+    httpx's (a bug, a broken transport) comes back as (False, why)."""
+    def broken(request: httpx.Request) -> httpx.Response:
+        raise RuntimeError("not an httpx error")
+
+    def recursion(request: httpx.Request) -> httpx.Response:
+        raise RecursionError("deep")
+
+    for handler, name in ((broken, "RuntimeError"), (recursion, "RecursionError")):
+        ok, detail = probe_with(handler)
+        assert ok is False and detail.startswith("other: ") and detail.endswith(name), detail
