@@ -50,6 +50,7 @@ NOT_A_CHANGE: Final = {
     "checkpoint": "a checkpoint is not a change of its own: declare quantization",
 }
 UNKNOWN: Final = "unknown"
+MIXED: Final = "mixed"  # an arm whose phases ran on engines that differ in the dimension
 DECLARED_VALUE: Final = re.compile(r"[A-Za-z0-9._:@/+=,-]{1,128}")
 
 
@@ -88,9 +89,10 @@ def geometry_text(slabs: Mapping[str, Any]) -> str:
                      for kind, s in sorted(slabs.items()))
 
 
-def of_phase(phase: Mapping[str, Any], recorded: Mapping[str, Any] | None) -> dict[str, Value]:
-    """Every dimension of the engine a phase began on."""
-    begin = phase.get("begin") or {}
+def of_phase(phase: Mapping[str, Any], recorded: Mapping[str, Any] | None,
+             edge: str = "begin") -> dict[str, Value]:
+    """Every dimension of the engine a phase began on (`edge` "end": ended on)."""
+    begin = phase.get(edge) or {}
     ident = begin.get("identity") or {}
     declared = (recorded or {}).get("declared") or {}
     out: dict[str, Value] = {}
@@ -134,7 +136,7 @@ def of_arm(per_phase: Iterable[dict[str, Value]], label: str,
         if len(texts) > 1:
             refusals.append(f"the {label} arm mixes engines: {dim} is {' and '.join(texts)} "
                             "(one arm, one engine)")
-            out[dim] = Value("mixed", values[0].source)
+            out[dim] = Value(MIXED, values[0].source)
         elif not values or any(v.source == UNKNOWN for v in values):
             out[dim] = Value(UNKNOWN, UNKNOWN)
         else:
@@ -159,7 +161,9 @@ def judge(base: Mapping[str, Value], cand: Mapping[str, Value], change: str | No
         allowed |= set(BUILD)
     for dim in DIMENSIONS:
         b, c = base[dim], cand[dim]
-        if UNKNOWN in (b.source, c.source):
+        if MIXED in (b.text, c.text):
+            status = "MIXED: refused"  # of_arm named it (one arm, one engine)
+        elif UNKNOWN in (b.source, c.source):
             status = UNKNOWN
             out.unknown.append(dim)
         elif dim == "allocated":
@@ -199,7 +203,9 @@ def _allocated(base: Mapping[str, Value], cand: Mapping[str, Value], out: Judged
         out.refusals.append("; ".join(over) + ": the slabs do not fit the budget (the snapshot "
                             "contradicts itself)")
         return "DIFFERS: over budget"
-    assert b.number is not None and c.number is not None
+    if b.number is None or c.number is None:  # of_arm gives each known value its bytes
+        out.refusals.append("the slabs' bytes are not known in an arm")
+        return "DIFFERS: refused"
     gap, slack = abs(b.number - c.number), max(b.slack, c.slack)
     if gap < slack:
         return "same" if gap == 0 else f"same total: {gap:,} B apart, under one record of each slab"
