@@ -32,6 +32,7 @@ from evidence_builder import (
 
 from exporter import cli
 
+SOURCE = {"source_commit": "47581cca" + "0" * 32, "source_diff": "c" * 64}
 UNCHECKED = ("; not checked by this gate: functional acceptance, allocation-safety review, "
              "numerical restore review (no --team-record)")
 BASE = [0.400, 0.398, 0.402]
@@ -309,9 +310,16 @@ def test_a_new_build_must_be_declared(tmp_path: Path, capsys: pytest.CaptureFixt
     code, out = run(tmp_path, base_arm().doc(), cand_arm(identity=rebuilt).doc(), capsys=capsys)
     assert code == 2, out
     assert "(the allocator change delivered as a new build: --new-build)" in out
+    # a new build carries its source (probe --declare source_commit=... source_diff=...)
     code, out = run(tmp_path, base_arm().doc(), cand_arm(identity=rebuilt).doc(), "--new-build",
                     capsys=capsys)
+    assert code == 1 and "source_commit, source_diff unknown in an arm" in gate(out, "identity")
+    base = base_arm(declared={**DECLARED, **SOURCE}).doc()
+    cand = cand_arm(identity=rebuilt, declared={**DECLARED, **SOURCE, "source_diff": "d" * 64})
+    code, out = run(tmp_path, base, cand.doc(), "--new-build", capsys=capsys)
     assert code == 0, out
+    assert gate(out, "identity").startswith("holds: one declared change (allocator; differs: "
+                                            "image_digest, allocator, source_diff)")
 
 
 def test_a_declared_change_must_be_there(tmp_path: Path,
