@@ -57,10 +57,8 @@ GATE_INPUTS: Final[dict[str, tuple[str, tuple[Input, ...]]]] = {
     # summary that disagrees refuses; an edge without them gives null deltas.
     "captures": (LANES, (
         Input((*PHASE, "name")), Input((*PHASE, "state")), Input((*PHASE, "valid")),
-        Input((*PHASE, "generation"), required=False),
         *_edges("at"), *_edges("generation"), *_edges("counters", "*", required=False),
         *_edges("e2e_latency_seconds", "count"), *_edges("e2e_latency_seconds", "sum"),
-        *_edges("e2e_latency_seconds", "buckets", required=False),
         *_edges("misses_raw", "*", required=False))),
     "identity": (LANES, (
         *(i for key in ("image_digest", "package", "checkpoint")
@@ -73,16 +71,15 @@ GATE_INPUTS: Final[dict[str, tuple[str, tuple[Input, ...]]]] = {
     "repetitions": (LANES, (
         *_counters("lookups.total"), *_edges("requests"),
         Input((*PASS, "phase")), Input((*PASS, "sent")), Input((*PASS, "failed")),
-        Input((*PASS, "sequence_sha256")), Input((*PASS, "body_sha256"), required=False),
-        Input((*PASS, "failures"), required=False))),
+        Input((*PASS, "sequence_sha256")), Input((*PASS, "body_sha256")),
+        Input((*PASS, "failures")))),
     "lanes": (MEASURED, (
         *_edges("prompt_tokens", required=False), Input((*PASS, "body_sha256"), required=False))),
     "accounting": (LANES, (
         *_counters("lookups.total", "lookups.hits", "host.prompt_tokens_reused",
                    "host.tokens_restored"),
         *_edges("requests"), *_edges("prompt_tokens"), *_edges("generation_tokens"),
-        *_edges("inflight"), Input((*PASS, "completion_tokens")),
-        Input((*PASS, "prompt_tokens"), required=False))),
+        *_edges("inflight"), Input((*PASS, "completion_tokens")))),
     "strict output": (LANES, (
         Input((*PASS, "outputs")),
         *(Input((*PASS, "outputs", "[]", key)) for key in
@@ -108,6 +105,14 @@ IRRELEVANT: Final[dict[str, str]] = {
     "probes": "the probe's verdicts, which compare does not read",
     "accounting": "the evidence command's list, derived again by compare",
     "phases[].notes": _SHOWN,
+    "phases[].begin.e2e_latency_seconds.buckets": "p50 and p95 are estimated from them, shown, "
+                                                  "never gating (the bucket deltas stored must "
+                                                  "agree with them)",
+    "phases[].end.e2e_latency_seconds.buckets": "as at the begin",
+    "passes[].prompt_tokens": "a stored sum of outputs[].prompt_tokens: cross-checked where "
+                              "present; the lanes gate reads the engine's prompt tokens",
+    "phases[].generation": "a stored summary: the captures' generations are read (one that "
+                           "disagrees with its begin capture refuses)",
     "phases[].invalid_reasons": "shown; validity is derived from the captures",
     "phases[].deltas": "a stored summary: derived again from the captures (one that disagrees "
                        "refuses, one that is absent is derived)",

@@ -12,7 +12,6 @@ restart or a counter going backwards). A summary that is absent is derived, not 
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import math
 from collections.abc import Mapping
@@ -127,7 +126,7 @@ def _pass(p: Mapping[str, Any], label: str) -> Refusals:
         if len(outputs) != p.get("sent"):
             out.append(f"{where}: {len(outputs)} outputs recorded for {p.get('sent')} requests "
                        "sent")
-        elif isinstance(bodies, list):
+        elif isinstance(bodies, list) and len(bodies) == len(outputs):
             wrong = [i for i, (o, b) in enumerate(zip(outputs, bodies, strict=True))
                      if not isinstance(o, Mapping) or o.get("sha256") != b]
             if wrong:
@@ -139,9 +138,10 @@ def _pass(p: Mapping[str, Any], label: str) -> Refusals:
 def rederive(doc: Mapping[str, Any], label: str) -> tuple[dict[str, Any], Refusals]:
     """A copy of `doc` whose phase summaries are derived from its captures, and a refusal for
     every stored summary that disagrees with its raw records (naming the field)."""
-    out = copy.deepcopy(dict(doc))
+    out = dict(doc)  # the phases are copied one level down: _phase replaces, never edits, a value
+    out["phases"] = [dict(p) if isinstance(p, Mapping) else p for p in doc.get("phases") or []]
     refusals: Refusals = []
-    for phase in out.get("phases") or []:
+    for phase in out["phases"]:
         refusals += _phase(phase, label)
     for p in out.get("passes") or []:
         refusals += _pass(p, label)
