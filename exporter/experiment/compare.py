@@ -1,30 +1,41 @@
 """The admission gate over two arms' evidence.json (docs/interface.md section 7.1;
 docs/experiments.md section 4).
 
-A lane's repetitions are `LANE/1` ... `LANE/R` (exporter/experiment/repetitions.py), each on its
-own fresh incarnation; baseline repetition n is paired with candidate repetition n, in the order
-they ran. The gates, every one printed:
+Nothing stored is trusted: each arm's phase deltas, validity and generation, and its passes'
+sums, are derived again from the raw captures and per-request records
+(exporter/experiment/rederive.py), and a stored summary that disagrees refuses. Every lane
+present in either arm is gated (exporter/experiment/lanes.py): the command line names the
+primary lane, every other one is protected. A lane's repetitions are `LANE/1` ... `LANE/R`
+(exporter/experiment/repetitions.py), each on its own fresh incarnation; baseline repetition n is
+paired with candidate repetition n, in the order they ran. The gates, every one printed, each
+reading the fields exporter/experiment/inputs.py declares for it (missing or null: not
+evaluated):
 
 - identity: the engines are the same in every dimension but the one declared change
   (exporter/experiment/identity.py); a dimension nobody knows is not evaluated.
 - repetitions: equal counts (at least MIN_REPETITIONS), every repetition usable, the same bytes
   in the same order, the same number of requests.
+- lanes: every lane gated; an allocator change protects a small working set and a page-heavy
+  long context (exporter/experiment/gates.py).
 - accounting: no counter contradicts another (part of each repetition being usable, shown apart).
 - strict output: request by request, pair by pair, both arms returned the output length the
-  corpus fixed and the same output hash (for a runtime, quantization or speculation change the
-  text may differ: the semantic gate judges it; an allocator change must not change one output).
-- counter evidence (an allocator change only): the baseline's primary lane shows row pressure
-  while pages had headroom.
+  corpus fixed and the same output hash (exporter/experiment/strict.py).
+- counter evidence (an allocator change only): row pressure with page headroom in at least
+  MIN_HEADROOM_SHARE of each baseline repetition's row-pressure attempts (primary lane).
 - primary: every pair of the primary lane at least min-benefit faster (mean end-to-end latency
   of the engine's histogram, sum over count); protected: no pair of a protected lane more than
   max-regression slower. Pairs, not pooled means: a benefit must hold in every matched pair, so
   that one lucky repetition cannot carry it, and the pooled figure is shown beside them.
 - semantic: the engine team's verdict on the outputs (exporter/experiment/semantic.py).
 
-Exit 0 (admitted): every gate holds. 1 (not admitted): a gate failed or was not evaluated. 2
-(cannot compare): the evidence itself does not make a comparison (an unusable file, repetitions
-that are not matched or not usable, engines that differ in more than the declared change, a
-budget change). p50 and p95 come from the histogram buckets and never gate.
+Exit 0 (admitted): every gate holds at the admission gate's thresholds (MIN_BENEFIT,
+MAX_REGRESSION); other thresholds are exploratory and never admit. 1 (not admitted): a gate
+failed or was not evaluated, or the thresholds were not the gate's. 2 (cannot compare): the
+evidence itself does not make a comparison (an unusable file, a stored summary that disagrees
+with its captures, repetitions that are not matched or not usable, a lane in one arm only,
+engines that differ in more than the declared change, a budget or geometry change). The verdict
+says what it did not check (TEAM_RECORDS) unless the team's records are given. p50 and p95 come
+from the histogram buckets and never gate.
 """
 
 from __future__ import annotations

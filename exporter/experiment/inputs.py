@@ -180,3 +180,27 @@ def missing(docs: Sequence[tuple[str, Mapping[str, Any]]], gate: str) -> list[st
                         out.append(f"{label} {name}: {where or spec.path[0]} "
                                    f"{'null' if present else 'missing'}")
     return out
+
+
+def _shown(path: Path) -> str:
+    """A path as the table shows it: a begin capture's field stands for both edges."""
+    if path[2:3] == ("begin",):
+        return f"`{text(path).replace('.begin.', '.{begin,end}.', 1)}`"
+    return f"`{text(path)}`"
+
+
+def table() -> str:
+    """docs/experiments.md's table of the gates' inputs (scripts/generate gate-inputs)."""
+    rows = ["| gate | reads, in | required (missing or null: `not evaluated`) | other inputs "
+            "(the gate's own rule says what their absence means) |",
+            "| --- | --- | --- | --- |"]
+    for gate, (scope, specs) in GATE_INPUTS.items():
+        name = "captures (re-derivation)" if gate == "captures" else gate
+        cells = [", ".join(_shown(s.path) for s in specs
+                           if s.required == want and s.path[2:3] != ("end",)) or "-"
+                 for want in (True, False)]
+        rows.append(f"| {name} | {scope} | {cells[0]} | {cells[1]} |")
+    rows.append(f"| semantic | the command line | {SEMANTIC_INPUTS} | - |")
+    rows += ["", "Not read by any gate, and why:", ""]
+    rows += [f"- `{field}`: {reason}" for field, reason in IRRELEVANT.items()]
+    return "\n".join(rows) + "\n"
