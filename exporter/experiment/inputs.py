@@ -17,6 +17,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from exporter.experiment.deltas import COUNTERS
+from exporter.labels import MISS_REASONS
+
 Path = tuple[str, ...]
 EDGES: Final = ("begin", "end")
 
@@ -40,8 +43,14 @@ def _edges(*steps: str, required: bool = True) -> tuple[Input, ...]:
     return tuple(Input(("phases", "[]", edge, *steps), required) for edge in EDGES)
 
 
-def _counters(*keys: str) -> tuple[Input, ...]:
-    return tuple(i for key in keys for i in _edges("counters", key))
+def _counters(*keys: str, required: bool = True) -> tuple[Input, ...]:
+    return tuple(i for key in keys for i in _edges("counters", key, required=required))
+
+
+# The capture counters the deltas are derived from (exporter/experiment/deltas.py): the others a
+# snapshot carries (evictions by outcome, stored bytes, ...) are shown in the report only.
+DELTA_COUNTERS: Final = (*COUNTERS.values(), *(f"lookups.misses.{r}" for r in MISS_REASONS),
+                         *(f"lookups.blocked_tokens.{r}" for r in MISS_REASONS))
 
 
 PASS = ("passes", "[]")
@@ -57,7 +66,7 @@ GATE_INPUTS: Final[dict[str, tuple[str, tuple[Input, ...]]]] = {
     # summary that disagrees refuses; an edge without them gives null deltas.
     "captures": (LANES, (
         Input((*PHASE, "name")), Input((*PHASE, "state")), Input((*PHASE, "valid")),
-        *_edges("at"), *_edges("generation"), *_edges("counters", "*", required=False),
+        *_edges("at"), *_edges("generation"), *_counters(*DELTA_COUNTERS, required=False),
         *_edges("e2e_latency_seconds", "count"), *_edges("e2e_latency_seconds", "sum"),
         *_edges("misses_raw", "*", required=False))),
     "identity": (LANES, (
@@ -124,6 +133,10 @@ IRRELEVANT: Final[dict[str, str]] = {
     "phases[].begin.pins": "the sidecar's --expect-* results; the identity gate reads the "
                            "identity itself",
     "phases[].end.pins": "as at the begin",
+    "phases[].begin.counters.*": "every other counter of the snapshot (evictions by outcome, "
+                                 "stored bytes, restore transfers, ...): shown in the evidence "
+                                 "report; the counters the deltas come from are read (above)",
+    "phases[].end.counters.*": "as at the begin",
     "phases[].begin.slabs.*.free": "shown; page headroom is the sidecar's counter "
                                    "(row_pressure_with_page_headroom_total)",
     "phases[].end.slabs.*.free": "as at the begin",
