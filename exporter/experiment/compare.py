@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from exporter.experiment import identity
+from exporter.experiment import evidence, identity
 from exporter.experiment import lanes as lane_names
 from exporter.experiment.gates import accounting_gate, counter_evidence, inputs_known, lanes_gate
 from exporter.experiment.rederive import rederive
@@ -75,7 +75,6 @@ MIN_HEADROOM_SHARE: Final = 0.5
 TEAM_RECORDS: Final = {"functional-acceptance": "functional acceptance",
                        "allocation-safety": "allocation-safety review",
                        "restore-review": "numerical restore review"}
-SIMULATOR: Final = "helios-simulator"  # the simulated engine's identity.engine and fingerprint
 # (v3) the deltas of stores not made; a candidate showing the first or the last where the
 # baseline did not is noted (dropped_ineligible follows from the corpus: shown only)
 STORE_DROPS: Final = ("stores_dropped_full", "stores_dropped_ineligible", "stores_failed")
@@ -137,12 +136,8 @@ def is_simulated(doc: Mapping[str, Any]) -> bool:
     """Whether the engine said it is the simulator: in a captured identity (identity.engine),
     in a probe's answers (its system_fingerprint), or in the file's flag (which can only add
     the label: the captures say it whatever the flag says)."""
-    captured = any(str(((p.get(edge) or {}).get("identity") or {}).get("engine") or "")
-                   .startswith(SIMULATOR) for p in doc.get("phases") or [] for edge in
-                   ("begin", "end"))
-    answered = any(str(p.get("engine") or "").startswith(SIMULATOR)
-                   for p in doc.get("passes") or [])
-    return captured or answered or doc.get("simulated") is True
+    return evidence.is_simulated(doc.get("passes") or [], doc.get("phases") or []) or \
+        doc.get("simulated") is True
 
 
 def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any], primary: str,

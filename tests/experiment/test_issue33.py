@@ -275,3 +275,36 @@ def test_the_last_line_says_what_was_not_checked_unless_the_records_are_given(
     code, out = run(tmp_path, *arms(), "--team-record", f"restore-review={tmp_path}/none",
                     capsys=capsys)
     assert code == 2 and "--team-record restore-review:" in out and "Traceback" not in out
+
+
+def test_the_simulators_semantic_check_reads_deep_json_as_unreadable(tmp_path: Path) -> None:
+    from simulator.semantic import check
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    code, said = check([deep, deep])
+    assert code == 2 and "nested 100000 deep, more than the 64 read" in said
+
+
+@pytest.mark.parametrize(("text", "ok"), [
+    ("source_commit=47581cca", True), ("source_commit=" + "a" * 40, True),
+    ("source_commit=HEAD", False), ("source_diff=" + "c" * 64, True),
+    ("source_diff=" + "c" * 63, False), ("source_diff=latest", False),
+])
+def test_a_declared_source_is_a_commit_and_a_diff_hash(text: str, ok: bool) -> None:
+    from exporter.experiment.identity import parse_declaration
+
+    if ok:
+        assert parse_declaration(text) == tuple(text.split("=", 1))
+    else:
+        with pytest.raises(ValueError, match="--declare source_"):
+            parse_declaration(text)
+
+
+def test_the_evidence_report_says_simulated_from_the_captures() -> None:
+    from exporter.experiment.evidence import build
+
+    doc = lanes(Arm("base", identity={**IDENTITY, "engine": "helios-simulator"}), BASE,
+                SMALL).doc()
+    assert build(doc["phases"])["simulated"] is True
+    assert build(arms()[0]["phases"])["simulated"] is False
