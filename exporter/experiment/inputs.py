@@ -208,7 +208,8 @@ def table() -> str:
             "(the gate's own rule says what their absence means) |",
             "| --- | --- | --- | --- |"]
     for gate, (scope, specs) in GATE_INPUTS.items():
-        name = "captures (re-derivation)" if gate == "captures" else gate
+        name = ("captures (the re-derivation: a required field missing or null cannot "
+                "compare, exit 2)" if gate == "captures" else gate)
         cells = [", ".join(_shown(s.path) for s in specs
                            if s.required == want and s.path[2:3] != ("end",)) or "-"
                  for want in (True, False)]

@@ -394,6 +394,9 @@ def test_a_lane_in_one_arm_only_refuses(tmp_path: Path,
     assert code == 2, out
     assert ("lane extra-8 is in the candidate arm only (no phase extra-8/r in the baseline "
             "arm): every lane present in either arm is gated") in out
+    code, out = run(tmp_path, base_arm().doc(), cand_arm().doc(), "--protected", "nowhere",
+                    capsys=capsys)
+    assert code == 2 and "lane nowhere (named on the command line) is in neither arm" in out
 
 
 def test_an_allocator_change_needs_both_protected_lane_kinds(
