@@ -120,6 +120,10 @@ class Snapshot:
     # and v3 sections that broke the schema or a histogram rule, left out likewise.
     dropped_fields: tuple[str, ...] = ()
     schema_version: int = 1
+    # (v3) identity.engine: what software answers, e.g. "helios-simulator" (docs/snapshot.md);
+    # never a label; the lab's evidence is labelled SIMULATED from it. None when absent or not a
+    # label-shaped string.
+    engine: str | None = None
 
 
 SCHEMA_VERSIONS = (1, 3)  # what this sidecar reads (there is no 2)
@@ -410,7 +414,13 @@ def _build(obj: dict[str, Any]) -> Snapshot:
         admission=admission,
         ranks=ranks,
         offload=offload,
+        engine=_engine(obj.get("identity")),
     )
+
+
+def _engine(ident: Any) -> str | None:
+    engine = ident.get("engine") if isinstance(ident, dict) else None
+    return engine if isinstance(engine, str) and label_value_ok(engine) else None
 
 
 def _opt_int(section: dict[str, Any], key: str) -> int | None:

@@ -32,6 +32,7 @@ AdmissionState = Literal["open", "draining", "closed"]
 # fields of exporter/schema/snapshot-v3.schema.json. There is no 2: interface version 2 kept
 # snapshot schema 1.
 SNAPSHOT_VERSIONS = (1, 3)
+ENGINE = "helios-simulator"  # identity.engine (v3): what answers, so evidence says SIMULATED
 ADMISSION_STATES: tuple[AdmissionState, ...] = ("open", "draining", "closed")
 GENERATION_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 CONTAINER_RE = re.compile(r"[0-9a-f]{12,64}")  # a container id, short or full
@@ -383,6 +384,8 @@ class SimulatedEngine:
                 "container_id": self.container_id,
                 "package": self.config.package,
                 "checkpoint": self.config.checkpoint,
+                # (v3, docs/snapshot.md) what answers: the lab labels its evidence SIMULATED
+                "engine": ENGINE,
             },
             "admission": {"state": self.admission, "inflight_requests": self.inflight},
             "ranks": [dict(r) for r in self.ranks if r["rank"] not in self.lost_ranks],

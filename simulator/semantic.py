@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from exporter.experiment import jsonfile
 from simulator import outputs
 from simulator.app import tokenize
 
@@ -33,9 +34,9 @@ class Unchecked(Exception):
 
 def _json(path: Path) -> Any:
     try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise Unchecked(f"{path}: {exc}") from None
+        return jsonfile.read(path)
+    except jsonfile.JsonInputError as exc:
+        raise Unchecked(str(exc)) from None
 
 
 def _answers(evidence: Path) -> Iterator[tuple[str, dict[str, Any], dict[str, Any], str]]:
@@ -54,7 +55,7 @@ def _answers(evidence: Path) -> Iterator[tuple[str, dict[str, Any], dict[str, An
                 try:
                     for raw in Path(about["path"]).read_bytes().splitlines():
                         if raw.strip():
-                            bodies[hashlib.sha256(raw).hexdigest()] = json.loads(raw)
+                            bodies[hashlib.sha256(raw).hexdigest()] = jsonfile.loads(raw, about["path"])
                 except (OSError, ValueError) as exc:
                     raise Unchecked(f"{about['path']}: {exc}") from None
         log = Path(record_path).parent / OUTPUTS_FILE
@@ -63,7 +64,10 @@ def _answers(evidence: Path) -> Iterator[tuple[str, dict[str, Any], dict[str, An
         except OSError as exc:
             raise Unchecked(f"{log}: {exc.strerror or exc}") from None
         for line in lines:
-            entry = json.loads(line)
+            try:
+                entry = jsonfile.loads(line.encode(), str(log))
+            except jsonfile.JsonInputError as exc:
+                raise Unchecked(str(exc)) from None
             phase = entry["phase"]
             if phase not in checkpoints:
                 continue
@@ -73,7 +77,11 @@ def _answers(evidence: Path) -> Iterator[tuple[str, dict[str, Any], dict[str, An
             body = bodies.get(entry["sha256"])
             if body is None:
                 raise Unchecked(f"{where}: body {entry['sha256'][:12]} is not in the corpus")
-            yield where, body, json.loads(entry["answer"]), str(checkpoints[phase])
+            try:
+                answer = jsonfile.loads(str(entry["answer"]).encode(), where)
+            except jsonfile.JsonInputError as exc:
+                raise Unchecked(str(exc)) from None
+            yield where, body, answer, str(checkpoints[phase])
 
 
 def check(paths: list[Path]) -> tuple[int, str]:

@@ -146,6 +146,15 @@ def _event_table(root: Path) -> dict[str, str]:
     return out
 
 
+def _gate_inputs(root: Path) -> dict[str, str]:
+    """docs/experiments.md's table of what each gate of `compare` reads, from the gates' own
+    declarations (exporter/experiment/inputs.py)."""
+    from exporter.experiment.inputs import table
+
+    rel = "docs/experiments.md"
+    return {rel: splice((root / rel).read_text(encoding="utf-8"), "gate-inputs", table(), rel)}
+
+
 def _snapshot_schema(root: Path) -> dict[str, str]:
     text = (root / "docs" / "snapshot.md").read_text(encoding="utf-8")
     for marker, name in (("schema", "snapshot-v1.schema.json"),
@@ -220,6 +229,7 @@ GENERATORS: tuple[Generator, ...] = (
     Derived("collector-table", "scripts/generate collector-table", _collector_table),
     Derived("event-table", "scripts/generate event-table", _event_table),
     Derived("snapshot-schema", "scripts/generate snapshot-schema", _snapshot_schema),
+    Derived("gate-inputs", "scripts/generate gate-inputs", _gate_inputs),
     Derived("contract-example-v3", "scripts/generate contract-example-v3", _contract_example_v3),
     Derived("simulator-snapshots", "scripts/generate simulator-snapshots", _simulator_snapshots),
     Derived("benchmarks", "python bench/report.py bench/results/latest.json", _benchmarks),

@@ -24,6 +24,7 @@ import structlog
 
 from exporter.defaults import MAX_OPEN_PHASES, MAX_PHASES_KEPT
 from exporter.durable import atomic_write, move_aside, read_regular, remove_stale_temporaries
+from exporter.experiment import jsonfile
 from exporter.experiment.capture import Capture, CaptureError, from_json, to_json
 from exporter.experiment.deltas import deltas, problems
 
@@ -80,7 +81,7 @@ def encode(phases: tuple[Phase, ...]) -> bytes:
 
 
 def decode(data: bytes) -> tuple[Phase, ...]:
-    doc = json.loads(data)
+    doc = jsonfile.loads(data, "the phases file")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_VERSION:
         raise ValueError("unknown phases file format")
     raw = doc.get("phases")

@@ -97,6 +97,8 @@ def capture_of(view: View) -> Capture:
     identity = {}
     if snap.identity is not None:
         identity = {k: v for k in IDENTITY_KEYS if (v := getattr(snap.identity, k)) is not None}
+    if snap.engine is not None:  # (v3) the simulator says so: its evidence is SIMULATED
+        identity["engine"] = snap.engine
     offload = snap.offload
     slabs: dict[str, Mapping[str, int]] = {}
     misses_raw: dict[str, int] = {}

@@ -19,9 +19,9 @@ from typing import Any
 
 from exporter import access
 from exporter.experiment import evidence as ev
-from exporter.experiment import identity, observer_cost, probe, record, semantic, send
+from exporter.experiment import identity, jsonfile, observer_cost, probe, record, semantic, send
 from exporter.experiment.client import SidecarClient, SidecarError, connect
-from exporter.experiment.compare import CANNOT_COMPARE, MIN_REPETITIONS, compare
+from exporter.experiment.compare import CANNOT_COMPARE, MIN_REPETITIONS, TEAM_RECORDS, compare
 from exporter.experiment.compare_text import render
 from exporter.experiment.schema import SchemaError, check_evidence
 from exporter.options import Option
@@ -127,6 +127,10 @@ COMPARE = (
            metavar="FILE"),
     Option("--semantic-timeout", "float", 600.0, "seconds --semantic-command may take", above=0,
            metavar="S"),
+    Option("--team-record", "text", (), "the engine team's record of what this gate cannot "
+           "check, KIND=FILE with KIND one of functional-acceptance, allocation-safety, "
+           "restore-review: hashed and printed, never judged; without one the last line says "
+           "it was not checked (repeatable)", repeat=True, metavar="KIND=FILE"),
     Option("--allow-unrecorded", "bool", False, "accept repetitions without a probe record "
            "(phases bracketed by hand with `phase begin|end` around another load generator): "
            "their failed requests and outputs are then unknown, so the strict-output gate is not "
@@ -342,12 +346,9 @@ def run_compare(args: argparse.Namespace) -> int:
     docs = []
     for path in (args.baseline, args.candidate):
         try:
-            doc = json.loads(path.read_bytes())
-        except OSError as exc:
-            _err("compare", f"{path}: {exc.strerror or exc}")
-            return CANNOT_COMPARE
-        except ValueError as exc:
-            _err("compare", f"{path}: not JSON ({exc})")
+            doc = jsonfile.read(path)
+        except jsonfile.JsonInputError as exc:
+            _err("compare", str(exc))
             return CANNOT_COMPARE
         try:
             check_evidence(doc)
@@ -355,6 +356,18 @@ def run_compare(args: argparse.Namespace) -> int:
             _err("compare", f"{path}: not a usable evidence.json: {exc}")
             return CANNOT_COMPARE
         docs.append(doc)
+    records: dict[str, tuple[str, str]] = {}
+    for text in args.team_record:
+        kind, sep, name = text.partition("=")
+        if not sep or kind not in TEAM_RECORDS or not name:
+            _err("compare", f"--team-record takes KIND=FILE with KIND one of "
+                 f"{', '.join(TEAM_RECORDS)}, got {text[:80]!r}")
+            return CANNOT_COMPARE
+        try:
+            records[kind] = (name, semantic.sha256_of(Path(name)))
+        except OSError as exc:
+            _err("compare", f"--team-record {kind}: {name}: {exc.strerror or exc}")
+            return CANNOT_COMPARE
     gate = None
     if args.semantic_command:
         gate = semantic.from_command(args.semantic_command, args.baseline, args.candidate,
@@ -363,7 +376,7 @@ def run_compare(args: argparse.Namespace) -> int:
         gate = semantic.from_verdict(args.semantic_verdict, args.baseline, args.candidate)
     result = compare(docs[0], docs[1], args.primary, args.protected, args.min_benefit,
                      args.max_regression, changes[0] if changes else None, args.new_build,
-                     args.allow_unrecorded, gate)
+                     args.allow_unrecorded, gate, records)
     sys.stdout.write(render(result, str(args.baseline), str(args.candidate)))
     return result.exit_code
 

@@ -1,30 +1,41 @@
 """The admission gate over two arms' evidence.json (docs/interface.md section 7.1;
 docs/experiments.md section 4).
 
-A lane's repetitions are `LANE/1` ... `LANE/R` (exporter/experiment/repetitions.py), each on its
-own fresh incarnation; baseline repetition n is paired with candidate repetition n, in the order
-they ran. The gates, every one printed:
+Nothing stored is trusted: each arm's phase deltas, validity and generation, and its passes'
+sums, are derived again from the raw captures and per-request records
+(exporter/experiment/rederive.py), and a stored summary that disagrees refuses. Every lane
+present in either arm is gated (exporter/experiment/lanes.py): the command line names the
+primary lane, every other one is protected. A lane's repetitions are `LANE/1` ... `LANE/R`
+(exporter/experiment/repetitions.py), each on its own fresh incarnation; baseline repetition n is
+paired with candidate repetition n, in the order they ran. The gates, every one printed, each
+reading the fields exporter/experiment/inputs.py declares for it (missing or null: not
+evaluated):
 
 - identity: the engines are the same in every dimension but the one declared change
   (exporter/experiment/identity.py); a dimension nobody knows is not evaluated.
 - repetitions: equal counts (at least MIN_REPETITIONS), every repetition usable, the same bytes
   in the same order, the same number of requests.
+- lanes: every lane gated; an allocator change protects a small working set and a page-heavy
+  long context (exporter/experiment/gates.py).
 - accounting: no counter contradicts another (part of each repetition being usable, shown apart).
 - strict output: request by request, pair by pair, both arms returned the output length the
-  corpus fixed and the same output hash (for a runtime, quantization or speculation change the
-  text may differ: the semantic gate judges it; an allocator change must not change one output).
-- counter evidence (an allocator change only): the baseline's primary lane shows row pressure
-  while pages had headroom.
+  corpus fixed and the same output hash (exporter/experiment/strict.py).
+- counter evidence (an allocator change only): row pressure with page headroom in at least
+  MIN_HEADROOM_SHARE of each baseline repetition's row-pressure attempts (primary lane).
 - primary: every pair of the primary lane at least min-benefit faster (mean end-to-end latency
   of the engine's histogram, sum over count); protected: no pair of a protected lane more than
   max-regression slower. Pairs, not pooled means: a benefit must hold in every matched pair, so
   that one lucky repetition cannot carry it, and the pooled figure is shown beside them.
 - semantic: the engine team's verdict on the outputs (exporter/experiment/semantic.py).
 
-Exit 0 (admitted): every gate holds. 1 (not admitted): a gate failed or was not evaluated. 2
-(cannot compare): the evidence itself does not make a comparison (an unusable file, repetitions
-that are not matched or not usable, engines that differ in more than the declared change, a
-budget change). p50 and p95 come from the histogram buckets and never gate.
+Exit 0 (admitted): every gate holds at the admission gate's thresholds (MIN_BENEFIT,
+MAX_REGRESSION); other thresholds are exploratory and never admit. 1 (not admitted): a gate
+failed or was not evaluated, or the thresholds were not the gate's. 2 (cannot compare): the
+evidence itself does not make a comparison (an unusable file, a stored summary that disagrees
+with its captures, repetitions that are not matched or not usable, a lane in one arm only,
+engines that differ in more than the declared change, a budget or geometry change). The verdict
+says what it did not check (TEAM_RECORDS) unless the team's records are given. p50 and p95 come
+from the histogram buckets and never gate.
 """
 
 from __future__ import annotations
@@ -33,32 +44,43 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from exporter.experiment import identity
+from exporter.experiment import evidence, identity
+from exporter.experiment import lanes as lane_names
+from exporter.experiment.gates import accounting_gate, counter_evidence, inputs_known, lanes_gate
+from exporter.experiment.rederive import rederive
 from exporter.experiment.repetitions import LaneArm, Rep, lane_arm
+from exporter.experiment.strict import OTHER_OUTPUT, TEXT_MAY_CHANGE, strict_output
+from exporter.experiment.verdicts import (
+    CANNOT,
+    FAILS,
+    HOLDS,
+    NOT_APPLICABLE,
+    NOT_EVALUATED,
+    Gate,
+    pct,
+)
 
+__all__ = ["CANNOT", "FAILS", "HOLDS", "NOT_APPLICABLE", "NOT_EVALUATED", "OTHER_OUTPUT",
+           "TEXT_MAY_CHANGE", "Gate", "pct"]
 MIN_REPETITIONS: Final = 3
 ADMITTED, NOT_ADMITTED, CANNOT_COMPARE = 0, 1, 2
 PASS, FAIL, REFUSED = ADMITTED, NOT_ADMITTED, CANNOT_COMPARE  # the v2 names
-HOLDS, FAILS, NOT_EVALUATED, NOT_APPLICABLE, CANNOT = (
-    "holds", "FAILS", "not evaluated", "not applicable", "cannot compare")
-OTHER_OUTPUT: Final = "another output (output_sha256 differs)"
-# Changes that may change the text itself (numerics, another checkpoint, speculative decoding):
-# their outputs must keep the fixed length, and the semantic gate judges the text. An allocator
-# change must not change a single output.
-TEXT_MAY_CHANGE: Final = frozenset({"runtime", "quantization", "speculation"})
+# The admission gate's thresholds (seed 000); any other pair runs as exploratory, never admits.
+MIN_BENEFIT: Final = 0.05
+MAX_REGRESSION: Final = 0.03
+# Counter evidence: in every baseline repetition of the primary lane, at least this share of the
+# row-pressure eviction attempts came while at least 25 % of the pages were free.
+MIN_HEADROOM_SHARE: Final = 0.5
+# What this gate cannot check: the engine team's records of them, given with --team-record.
+TEAM_RECORDS: Final = {"functional-acceptance": "functional acceptance",
+                       "allocation-safety": "allocation-safety review",
+                       "restore-review": "numerical restore review"}
 # (v3) the deltas of stores not made; a candidate showing the first or the last where the
 # baseline did not is noted (dropped_ineligible follows from the corpus: shown only)
 STORE_DROPS: Final = ("stores_dropped_full", "stores_dropped_ineligible", "stores_failed")
 DROPS: Final = (("stores_dropped_full", "dropped full"), ("stores_failed", "failed"))
-GATES: Final = ("identity", "repetitions", "accounting", "strict output", "counter evidence",
-                "primary", "protected", "semantic")
-
-
-@dataclass(frozen=True)
-class Gate:
-    name: str
-    status: str
-    detail: str
+GATES: Final = ("identity", "repetitions", "lanes", "accounting", "strict output",
+                "counter evidence", "primary", "protected", "semantic")
 
 
 @dataclass
@@ -80,6 +102,7 @@ class Lane:
     pairs: list[Pair] = field(default_factory=list)
     change: float | None = None  # of the pooled means, shown, never gating
     refused: bool = False
+    named: bool = True  # on the command line (a lane it left out is protected all the same)
 
 
 @dataclass
@@ -92,45 +115,77 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     identity: identity.Judged = field(default_factory=identity.Judged)
     simulated: bool = False
+    thresholds: tuple[float, float] = (MIN_BENEFIT, MAX_REGRESSION)
+    records: dict[str, tuple[str, str]] = field(default_factory=dict)  # kind: (path, sha256)
 
     @property
     def failures(self) -> list[str]:
         return [f"{g.name}: {g.detail}" for g in self.gates if g.status == FAILS]
 
+    @property
+    def exploratory(self) -> bool:
+        return self.thresholds != (MIN_BENEFIT, MAX_REGRESSION)
 
-def pct(value: float, sign: bool = False) -> str:
-    """A fraction as a percentage with one decimal; one that rounds to zero is "0.0%", never
-    "-0.0%" or "+0.0%"."""
-    if round(value * 100, 1) == 0:
-        return "0.0%"
-    return f"{value:+.1%}" if sign else f"{value:.1%}"
+    @property
+    def unchecked(self) -> list[str]:
+        """What the gate did not check, for want of the team's records of it."""
+        return [what for kind, what in TEAM_RECORDS.items() if kind not in self.records]
+
+
+def is_simulated(doc: Mapping[str, Any]) -> bool:
+    """Whether the engine said it is the simulator: in a captured identity (identity.engine),
+    in a probe's answers (its system_fingerprint), or in the file's flag (which can only add
+    the label: the captures say it whatever the flag says)."""
+    return evidence.is_simulated(doc.get("passes") or [], doc.get("phases") or []) or \
+        doc.get("simulated") is True
 
 
 def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any], primary: str,
-            protected: Sequence[str] = (), min_benefit: float = 0.05,
-            max_regression: float = 0.03, change: str | None = None, new_build: bool = False,
-            allow_unrecorded: bool = False,
-            semantic: tuple[str, str] | None = None) -> Comparison:
+            protected: Sequence[str] = (), min_benefit: float = MIN_BENEFIT,
+            max_regression: float = MAX_REGRESSION, change: str | None = None,
+            new_build: bool = False, allow_unrecorded: bool = False,
+            semantic: tuple[str, str] | None = None,
+            records: Mapping[str, tuple[str, str]] | None = None) -> Comparison:
     """`semantic`: the semantic gate's (status, detail), evaluated by the caller (it needs the
-    files); None when none was supplied."""
-    out = Comparison(change=change, simulated=bool(baseline.get("simulated")
-                                                   or candidate.get("simulated")))
-    names = [primary, *dict.fromkeys(p for p in protected if p != primary)]
-    for name in names:
+    files); None when none was supplied. `records`: the team's records (kind: (path, sha256))."""
+    base, refused = rederive(baseline, "baseline")
+    cand, refused_too = rederive(candidate, "candidate")
+    out = Comparison(change=change, simulated=is_simulated(base) or is_simulated(cand),
+                     thresholds=(min_benefit, max_regression), records=dict(records or {}))
+    out.refusals += refused + refused_too
+    found = {"baseline": lane_names.names(base), "candidate": lane_names.names(cand)}
+    named = [primary, *protected]
+    for name in dict.fromkeys([*named, *found["baseline"], *found["candidate"]]):
         row = Lane(name, "primary" if name == primary else "protected",
-                   lane_arm(baseline, name, allow_unrecorded),
-                   lane_arm(candidate, name, allow_unrecorded))
-        _match(row, out)
+                   lane_arm(base, name, allow_unrecorded), lane_arm(cand, name, allow_unrecorded),
+                   named=name in named)
+        only = [label for label in found if name in found[label]]
+        if len(only) == 1:
+            other = "candidate" if only[0] == "baseline" else "baseline"
+            out.refusals.append(f"lane {name} is in the {only[0]} arm only (no phase {name}/r "
+                                f"in the {other} arm): every lane present in either arm is "
+                                "gated")
+            row.refused = True
+        elif not only:
+            out.refusals.append(f"lane {name} (named on the command line) is in neither arm")
+            row.refused = True
+        else:
+            _match(row, out)
         out.lanes.append(row)
+    for label, doc in (("baseline", base), ("candidate", cand)):
+        if stray := lane_names.outside(doc):
+            out.notes.append(f"the {label} arm's phases {', '.join(stray[:5])} belong to no lane "
+                             "(LANE/r, LANE/r/PASS): not read")
     out.gates.append(_identity_gate(out, change, new_build))
-    refused = [r for r in out.lanes if r.refused]
-    out.gates.append(Gate("repetitions", CANNOT, "see 'cannot compare' below") if refused else
-                     Gate("repetitions", HOLDS, _repetitions_held(out.lanes)))
-    out.gates.append(_accounting_gate(out.lanes))
+    refused_lanes = [r for r in out.lanes if r.refused]
+    out.gates.append(Gate("repetitions", CANNOT, "see 'cannot compare' below") if refused_lanes
+                     else Gate("repetitions", HOLDS, _repetitions_held(out.lanes)))
+    out.gates.append(lanes_gate(out.lanes, base, change))
+    out.gates.append(accounting_gate(out.lanes))
     comparable = not out.refusals
-    strict = (_strict_output(out.lanes, change) if comparable else
+    strict = (strict_output(out.lanes, change) if comparable else
               Gate("strict output", NOT_EVALUATED, "the arms cannot be compared"))
-    out.gates += [strict, _counter_evidence(out.lanes[0], change)]
+    out.gates += [strict, counter_evidence(out.lanes[0], change, MIN_HEADROOM_SHARE)]
     outputs_differ = strict.status == FAILS
     for role in ("primary", "protected"):
         out.gates.append(_performance(out.lanes, role, min_benefit, max_regression, comparable,
@@ -138,6 +193,7 @@ def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any], primary: 
     status, detail = semantic or (NOT_EVALUATED, "no --semantic-command or --semantic-verdict "
                                   "given: the engine team's check that the outputs are right")
     out.gates.append(Gate("semantic", status, detail))
+    out.gates = [inputs_known(g, out.lanes, base, cand) for g in out.gates]
     for row in out.lanes:
         spreads = [s for s in (row.baseline.spread, row.candidate.spread) if s is not None]
         if row.role == "primary" and row.change is not None and spreads and \
@@ -148,7 +204,7 @@ def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any], primary: 
     out.notes += _drop_notes(out.lanes)
     if out.refusals:
         out.exit_code = CANNOT_COMPARE
-    elif any(g.status in (FAILS, NOT_EVALUATED, CANNOT) for g in out.gates):
+    elif any(g.status in (FAILS, NOT_EVALUATED, CANNOT) for g in out.gates) or out.exploratory:
         out.exit_code = NOT_ADMITTED
     return out
 
@@ -246,97 +302,6 @@ def _repetitions_held(lanes: Sequence[Lane]) -> str:
              for r in lanes if r.baseline.reps]
     return ("matched one to one, each repetition on its own fresh incarnation with nothing sent "
             "but the probe's bodies, in the same order in both arms: " + ", ".join(parts))
-
-
-def _accounting_gate(lanes: Sequence[Lane]) -> Gate:
-    reps = [r for row in lanes for arm in (row.baseline, row.candidate) for r in arm.reps]
-    contradicted = [r.name for r in reps if any("counters contradict" in p for p in r.problems)]
-    checked = sum(len(r.chain) for r in reps)
-    if contradicted:
-        return Gate("accounting", CANNOT, f"counters contradict each other in "
-                    f"{', '.join(sorted(set(contradicted)))} (see 'cannot compare' below)")
-    if not checked:
-        return Gate("accounting", NOT_EVALUATED, "no phases to check")
-    return Gate("accounting", HOLDS, f"{checked} phases: hits and misses within lookups, "
-                "restored within reused within prompt tokens, lookups equal to finished "
-                "requests, the engine's generated tokens equal to those the probe received")
-
-
-def _strict_output(lanes: Sequence[Lane], change: str | None) -> Gate:
-    """Request by request: the fixed output length always; the same output hash unless the
-    declared change may change the text (TEXT_MAY_CHANGE), which the semantic gate judges."""
-    compared = tokens = 0
-    differ: list[str] = []
-    texts: list[str] = []  # other output hashes under a change that may change them
-    for row in lanes:
-        for pair in row.pairs:
-            for k, (bo, co) in enumerate(zip(pair.base.outputs, pair.cand.outputs, strict=False)):
-                phase = pair.cand.chain[k]
-                if bo is None or co is None:
-                    return Gate("strict output", NOT_EVALUATED, f"no output hashes recorded for "
-                                f"{pair.base.chain[k] if bo is None else phase} (a phase without "
-                                "a probe record, or a record of an older probe)")
-                if len(bo) != len(co):
-                    differ.append(f"{phase}: {len(bo)} requests in the baseline, {len(co)} in "
-                                  "the candidate")
-                    continue
-                for i, (b, c) in enumerate(zip(bo, co, strict=True)):
-                    compared += 1
-                    tokens += int(c.get("completion_tokens") or 0)
-                    why = _output_differs(b, c)
-                    where = f"{phase} #{i} (body {str(c.get('sha256'))[:12]})"
-                    if why == OTHER_OUTPUT and change in TEXT_MAY_CHANGE:
-                        texts.append(where)
-                    elif why:
-                        differ.append(f"{where}: {why}")
-    if differ:
-        more = f" (and {len(differ) - 3} more)" if len(differ) > 3 else ""
-        return Gate("strict output", FAILS, f"{len(differ)} of {compared} requests differ between "
-                    f"the arms: {'; '.join(differ[:3])}{more}")
-    if not compared:
-        return Gate("strict output", NOT_EVALUATED, "no requests to compare")
-    if texts:
-        return Gate("strict output", HOLDS, f"{compared:,} requests (every pass of every pair): "
-                    f"the fixed output length in both arms ({tokens:,} output tokens in each); "
-                    f"{len(texts):,} output hashes differ (first: {texts[0]}), which a {change} "
-                    "change may do: the semantic gate judges those outputs")
-    return Gate("strict output", HOLDS, f"{compared:,} requests (every pass of every pair): the "
-                f"same output hash and the fixed output length in both arms ({tokens:,} output "
-                "tokens in each)")
-
-
-def _output_differs(b: Mapping[str, Any], c: Mapping[str, Any]) -> str | None:
-    for label, o in (("baseline", b), ("candidate", c)):
-        expected = o.get("expected_tokens")
-        if expected is None:
-            return f"the {label}'s body did not fix its output length"
-        if o.get("completion_tokens") != expected:
-            return (f"{label} completion_tokens {o.get('completion_tokens')}, the corpus fixed "
-                    f"{expected}")
-    if b.get("sha256") != c.get("sha256"):
-        return "another body"
-    if not b.get("output_sha256") or b.get("output_sha256") != c.get("output_sha256"):
-        return OTHER_OUTPUT
-    return None
-
-
-def _counter_evidence(row: Lane, change: str | None) -> Gate:
-    if change != "allocator":
-        return Gate("counter evidence", NOT_APPLICABLE, "only an allocator change needs row "
-                    "pressure with page headroom in the baseline first")
-    reps = row.baseline.reps
-    attempts = [r.deltas.get("row_pressure_attempts") for r in reps]
-    headroom = [r.deltas.get("row_pressure_with_page_headroom") for r in reps]
-    if not reps or None in attempts or None in headroom:
-        return Gate("counter evidence", NOT_EVALUATED, f"the baseline's primary lane {row.name} "
-                    "has no row-pressure counters: row pressure with page headroom is not shown")
-    shown = sum(h or 0 for h in headroom)
-    total = sum(a or 0 for a in attempts)
-    said = (f"baseline {row.name}: {total:,} row-pressure eviction attempts, {shown:,} of them "
-            f"while at least 25% of the pages were free ({len(reps)} repetitions)")
-    if not shown:
-        return Gate("counter evidence", FAILS, f"not shown: {said}")
-    return Gate("counter evidence", HOLDS, said)
 
 
 def _performance(lanes: Sequence[Lane], role: str, min_benefit: float, max_regression: float,

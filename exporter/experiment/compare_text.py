@@ -7,8 +7,11 @@ from exporter.experiment.compare import (
     ADMITTED,
     CANNOT_COMPARE,
     FAILS,
+    MAX_REGRESSION,
+    MIN_BENEFIT,
     NOT_EVALUATED,
     STORE_DROPS,
+    TEAM_RECORDS,
     Comparison,
     pct,
 )
@@ -123,25 +126,43 @@ def _pairs(c: Comparison) -> list[str]:
 
 
 def verdict_line(c: Comparison) -> str:
+    low, high = c.thresholds
+    exploratory = (f"at --min-benefit {pct(low)} and --max-regression {pct(high)}, not the "
+                   f"admission gate's {pct(MIN_BENEFIT)} and {pct(MAX_REGRESSION)}")
+    failed = [g.name for g in c.gates if g.status == FAILS]
+    unknown = [g.name for g in c.gates if g.status == NOT_EVALUATED]
     if c.exit_code == ADMITTED:
         said = "ADMITTED: every gate holds"
     elif c.exit_code == CANNOT_COMPARE:
         said = "CANNOT COMPARE: the evidence does not make a comparison (nothing is admitted)"
+    elif c.exploratory and not failed and not unknown:
+        said = f"EXPLORATORY: every gate holds {exploratory}: nothing is admitted"
     else:
-        failed = [g.name for g in c.gates if g.status == FAILS]
-        unknown = [g.name for g in c.gates if g.status == NOT_EVALUATED]
         parts = ([f"failed: {', '.join(failed)}"] if failed else []) + (
             [f"not evaluated: {', '.join(unknown)}"] if unknown else [])
-        said = "NOT ADMITTED: " + "; ".join(parts)
+        said = ("NOT ADMITTED (exploratory, " + exploratory + "): " if c.exploratory
+                else "NOT ADMITTED: ") + "; ".join(parts)
     if c.simulated:
         said += " (simulated evidence)"
+    if c.unchecked:
+        said += f"; not checked by this gate: {', '.join(c.unchecked)} (no --team-record)"
+    else:
+        said += "; the team's records of functional acceptance and review are given (above)"
     return f"{said} (exit {c.exit_code})"
+
+
+def _records(c: Comparison) -> list[str]:
+    lines = ["the team's records (hashed, not read: this gate cannot judge them):"]
+    for kind, what in TEAM_RECORDS.items():
+        path, digest = c.records.get(kind, ("-", "not given"))
+        lines.append(f"  {what:<26} {digest}  {path}")
+    return [*lines, ""]
 
 
 def render(c: Comparison, baseline: str, candidate: str) -> str:
     lines = [SIMULATED, ""] if c.simulated else []
     lines += [f"baseline  {baseline}", f"candidate {candidate}"]
-    lines += _identity(c) + _lanes(c) + _repetitions(c) + _pairs(c)
+    lines += _identity(c) + _lanes(c) + _repetitions(c) + _pairs(c) + _records(c)
     lines.append("gates:")
     lines += [f"  {g.name:<17} {g.status}: {g.detail}" for g in c.gates]
     lines.append("")

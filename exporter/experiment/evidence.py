@@ -190,9 +190,13 @@ def headline(probe: Mapping[str, Any], limit: int = 90) -> str:
     return str(found)
 
 
-def is_simulated(passes: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether any pass was answered by the simulated engine (its system_fingerprint)."""
-    return any(str(p.get("engine") or "").startswith(SIMULATOR) for p in passes)
+def is_simulated(passes: Sequence[Mapping[str, Any]],
+                 phases: Sequence[Mapping[str, Any]] = ()) -> bool:
+    """Whether any pass was answered by the simulated engine (its system_fingerprint), or any
+    phase captured it (the snapshot's identity.engine, v3)."""
+    return any(str(p.get("engine") or "").startswith(SIMULATOR) for p in passes) or any(
+        str(((p.get(edge) or {}).get("identity") or {}).get("engine") or "").startswith(SIMULATOR)
+        for p in phases for edge in ("begin", "end"))
 
 
 def build(phases: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[str, str]] = (),
@@ -208,7 +212,7 @@ def build(phases: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[str, str]] 
         "format": FORMAT_VERSION,
         "generated_at": time.time(),
         "sidecar": source,
-        "simulated": simulated or is_simulated(kept),
+        "simulated": simulated or is_simulated(kept, phases),
         "phases": list(phases),
         "accounting": {p["name"]: why for p in phases if (why := accounting(p))},
         "probes": [judge(by_name, prime, replay, by_phase) for prime, replay in pairs],

@@ -29,8 +29,16 @@ from typing import Any, Final
 
 DIMENSIONS: Final = ("image_digest", "package", "checkpoint", "runtime", "quantization",
                      "speculation", "tp_ranks", "power_limit", "recipe", "budget", "allocated",
-                     "allocator")
-DECLARABLE: Final = ("runtime", "quantization", "speculation", "recipe", "power_limit")
+                     "records", "allocator", "source_commit", "source_diff")
+DECLARABLE: Final = ("runtime", "quantization", "speculation", "recipe", "power_limit",
+                     "source_commit", "source_diff")
+# (v3) A new build's source: the commit it was built from and the SHA-256 of the diff applied on
+# top (probe --declare). Needed, and only needed, with --new-build.
+SOURCE: Final = ("source_commit", "source_diff")
+SOURCE_VALUE: Final = {"source_commit": re.compile(r"[0-9a-f]{7,64}"),
+                       "source_diff": re.compile(r"[0-9a-f]{64}")}
+# A package names its version and the commit it was built from: helios-2.14.0+47581cca[.local]
+PACKAGE: Final = re.compile(r"(?P<version>[^+]*)(?:\+(?P<commit>[0-9a-f]{7,64}))?(?P<local>.*)")
 CHANGES: Final = ("runtime", "quantization", "allocator", "speculation")
 ALIASES: Final = {"geometry": "allocator"}  # the v2 name of the allocator change
 # The dimensions each declared change may move (its own first).
@@ -39,6 +47,9 @@ MOVES: Final = {"runtime": ("runtime", "image_digest", "package"),
                 "allocator": ("allocator",),
                 "speculation": ("speculation",)}
 BUILD: Final = ("image_digest", "package")
+GEOMETRY_CHANGE: Final = ("a change in record size or in the slabs themselves is a geometry change "
+                          "(the model layout's record costs), not an allocator change: an "
+                          "allocator change repartitions the same records within the same budget")
 BUDGET_NEVER: Final = ("the total budget never may differ: a larger cache allocation is a separate "
                        "resource tradeoff, not an allocator change")
 NOT_A_CHANGE: Final = {
@@ -48,8 +59,14 @@ NOT_A_CHANGE: Final = {
     "package": "a package is not a change of its own: declare the change it delivers "
                "(runtime; allocator or speculation with --new-build)",
     "checkpoint": "a checkpoint is not a change of its own: declare quantization",
+    "source_commit": "a build's source is not a change of its own: declare the change it "
+                     "delivers with --new-build",
+    "source_diff": "a build's source is not a change of its own: declare the change it delivers "
+                   "with --new-build",
+    "records": GEOMETRY_CHANGE,
 }
 UNKNOWN: Final = "unknown"
+MIXED: Final = "mixed"  # an arm whose phases ran on engines that differ in the dimension
 DECLARED_VALUE: Final = re.compile(r"[A-Za-z0-9._:@/+=,-]{1,128}")
 
 
@@ -72,6 +89,10 @@ def parse_declaration(text: str) -> tuple[str, str]:
     if not DECLARED_VALUE.fullmatch(value):
         raise ValueError(f"--declare {dim}: the value must be 1-128 of A-Z a-z 0-9 . _ : @ / + "
                          f"= , -, got {value[:80]!r}")
+    if dim in SOURCE_VALUE and not SOURCE_VALUE[dim].fullmatch(value):
+        raise ValueError(f"--declare {dim}: " + ("a commit (7-64 lowercase hex digits)"
+                         if dim == "source_commit" else "the diff's SHA-256 (64 lowercase hex "
+                         "digits)") + f", got {value[:80]!r}")
     return dim, value
 
 
@@ -88,9 +109,10 @@ def geometry_text(slabs: Mapping[str, Any]) -> str:
                      for kind, s in sorted(slabs.items()))
 
 
-def of_phase(phase: Mapping[str, Any], recorded: Mapping[str, Any] | None) -> dict[str, Value]:
-    """Every dimension of the engine a phase began on."""
-    begin = phase.get("begin") or {}
+def of_phase(phase: Mapping[str, Any], recorded: Mapping[str, Any] | None,
+             edge: str = "begin") -> dict[str, Value]:
+    """Every dimension of the engine a phase began on (`edge` "end": ended on)."""
+    begin = phase.get(edge) or {}
     ident = begin.get("identity") or {}
     declared = (recorded or {}).get("declared") or {}
     out: dict[str, Value] = {}
@@ -107,8 +129,12 @@ def of_phase(phase: Mapping[str, Any], recorded: Mapping[str, Any] | None) -> di
         allocated = sum(n * b for n, b in sizes)
         out["allocated"] = Value(f"{allocated:,} B", "engine", allocated,
                                  sum(b for _, b in sizes))
+    out.setdefault("allocated", Value(UNKNOWN, UNKNOWN))
     out["allocator"] = (Value(geometry_text(slabs), "engine") if slabs
                         else Value(UNKNOWN, UNKNOWN))
+    out["records"] = (Value(", ".join(f"{kind} {s.get('record_bytes', 0):,} B"
+                                      for kind, s in sorted(slabs.items())), "engine")
+                      if slabs else Value(UNKNOWN, UNKNOWN))
     limits = begin.get("power_limits_watts") or {}
     if limits and all(w is not None for w in limits.values()):
         out["power_limit"] = Value(", ".join(f"{w:g} W" for w in sorted(set(limits.values()))),
@@ -134,7 +160,7 @@ def of_arm(per_phase: Iterable[dict[str, Value]], label: str,
         if len(texts) > 1:
             refusals.append(f"the {label} arm mixes engines: {dim} is {' and '.join(texts)} "
                             "(one arm, one engine)")
-            out[dim] = Value("mixed", values[0].source)
+            out[dim] = Value(MIXED, values[0].source)
         elif not values or any(v.source == UNKNOWN for v in values):
             out[dim] = Value(UNKNOWN, UNKNOWN)
         else:
@@ -156,10 +182,15 @@ def judge(base: Mapping[str, Value], cand: Mapping[str, Value], change: str | No
     out = Judged()
     allowed = set(MOVES[change]) if change else set()
     if change and new_build:
-        allowed |= set(BUILD)
+        allowed |= {*BUILD, "source_diff"}
     for dim in DIMENSIONS:
         b, c = base[dim], cand[dim]
-        if UNKNOWN in (b.source, c.source):
+        if dim in SOURCE and not new_build and UNKNOWN in (b.source, c.source):
+            out.rows.append((dim, b, c, "not needed (no --new-build)"))
+            continue
+        if MIXED in (b.text, c.text):
+            status = "MIXED: refused"  # of_arm named it (one arm, one engine)
+        elif UNKNOWN in (b.source, c.source):
             status = UNKNOWN
             out.unknown.append(dim)
         elif dim == "allocated":
@@ -179,6 +210,8 @@ def judge(base: Mapping[str, Value], cand: Mapping[str, Value], change: str | No
                 status = "DIFFERS: not declared"
                 out.refusals.append(_undeclared(dim, b, c, change))
         out.rows.append((dim, b, c, status))
+    if new_build and change:
+        out.refusals += _new_build(base, cand, change)
     if change:
         own = MOVES[change][0]
         if own not in out.differs and own not in out.unknown:
@@ -199,7 +232,9 @@ def _allocated(base: Mapping[str, Value], cand: Mapping[str, Value], out: Judged
         out.refusals.append("; ".join(over) + ": the slabs do not fit the budget (the snapshot "
                             "contradicts itself)")
         return "DIFFERS: over budget"
-    assert b.number is not None and c.number is not None
+    if b.number is None or c.number is None:  # of_arm gives each known value its bytes
+        out.refusals.append("the slabs' bytes are not known in an arm")
+        return "DIFFERS: refused"
     gap, slack = abs(b.number - c.number), max(b.slack, c.slack)
     if gap < slack:
         return "same" if gap == 0 else f"same total: {gap:,} B apart, under one record of each slab"
@@ -209,7 +244,41 @@ def _allocated(base: Mapping[str, Value], cand: Mapping[str, Value], out: Judged
     return "DIFFERS: refused"
 
 
+def _new_build(base: Mapping[str, Value], cand: Mapping[str, Value], change: str) -> list[str]:
+    """A new build delivers one change only when its source says so: the same commit as the
+    baseline's, another diff on top, and a package of the same version and commit. Anything
+    else in it that differs is a second change (another release is a runtime change)."""
+    if any(UNKNOWN in (base[d].source, cand[d].source) for d in SOURCE):
+        return []  # unknown: the identity gate is not evaluated
+    out = []
+    if base["source_commit"].text != cand["source_commit"].text:
+        out.append(f"--new-build: the candidate was built from commit "
+                   f"{cand['source_commit'].text}, the baseline from "
+                   f"{base['source_commit'].text}: another commit is a runtime change as well "
+                   f"as the declared {change} change (one change per comparison)")
+    if base["source_diff"].text == cand["source_diff"].text:
+        out.append("--new-build: both builds declare the same source (commit and diff): the "
+                   f"{change} change is not in the build")
+    for label, arm in (("baseline", base), ("candidate", cand)):
+        said = PACKAGE.fullmatch(arm["package"].text)
+        commit = said.group("commit") if said else None
+        source = arm["source_commit"].text
+        if commit and not (source.startswith(commit) or commit.startswith(source)):
+            out.append(f"--new-build: the {label}'s package {arm['package'].text} names commit "
+                       f"{commit}, its declared source_commit is {source}")
+    b, c = PACKAGE.fullmatch(base["package"].text), PACKAGE.fullmatch(cand["package"].text)
+    if b and c and base["package"].source != UNKNOWN and (
+            b.group("version"), b.group("commit")) != (c.group("version"), c.group("commit")):
+        out.append(f"--new-build: the candidate's package {cand['package'].text} is another "
+                   f"release than the baseline's {base['package'].text} (version or commit): a "
+                   f"runtime change as well as the declared {change} change (one change per "
+                   "comparison)")
+    return out
+
+
 def _undeclared(dim: str, b: Value, c: Value, change: str | None) -> str:
+    if dim == "records":
+        return f"the arms differ in their slabs' records ({b.text} vs {c.text}): {GEOMETRY_CHANGE}"
     if change is None:
         hint = (f"declare it with --allow-difference {dim}" if dim in CHANGES
                 else NOT_A_CHANGE.get(dim, "it may not differ"))

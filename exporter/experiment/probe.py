@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from exporter.experiment import jsonfile
 from exporter.experiment.client import SidecarClient, SidecarError
 from exporter.experiment.send import Body, Sender
 
@@ -95,9 +96,9 @@ def read_corpus(path: Path) -> Corpus:
         if not line.strip():
             continue
         try:
-            body = json.loads(line)
-        except ValueError as exc:
-            raise CorpusError(f"{path}:{lineno}: not JSON ({exc})") from None
+            body = jsonfile.loads(line, f"{path}:{lineno}")
+        except jsonfile.JsonInputError as exc:
+            raise CorpusError(str(exc)) from None
         if not isinstance(body, dict):
             raise CorpusError(f"{path}:{lineno}: a body must be a JSON object")
         bodies.append(line)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from exporter.experiment import jsonfile
 from exporter.experiment.schema import SchemaError, check_record
 
 RECORD_FILE = "probe.json"
@@ -131,11 +132,11 @@ def read_passes(paths: Sequence[Path]) -> list[dict[str, Any]]:
     for given in paths:
         path = record_path(given)
         try:
-            doc = json.loads(path.read_bytes())
+            doc = jsonfile.read(path, f"probe record {path}")
             check_record(doc)
-        except OSError as exc:
-            raise RecordError(f"probe record {path}: {exc.strerror or exc}") from None
-        except (ValueError, SchemaError) as exc:
+        except jsonfile.JsonInputError as exc:
+            raise RecordError(str(exc)) from None
+        except SchemaError as exc:
             raise RecordError(f"probe record {path}: {exc}") from None
         for p in evidence_passes(doc, str(path)):
             seen = passes.get(p["phase"])

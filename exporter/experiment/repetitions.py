@@ -48,6 +48,7 @@ class Rep:
     problems: list[str] = field(default_factory=list)
     deltas: Mapping[str, Any] = field(default_factory=dict)  # of the measured phase
     identities: list[dict[str, identity.Value]] = field(default_factory=list)
+    busy: list[str] = field(default_factory=list)  # phases with requests in flight at an edge
 
 
 @dataclass
@@ -159,6 +160,9 @@ def _rep(number: int, name: str, names: Sequence[str], phases: Mapping[str, Mapp
     for n, p in zip(chain, recorded, strict=True):
         rep.problems += _phase_problems(n, phases[n], p, measured=n == name)
         rep.identities.append(identity.of_phase(phases[n], p))
+        rep.identities.append(identity.of_phase(phases[n], p, edge="end"))
+    rep.busy = [n for n in chain if any((phases[n].get(edge) or {}).get("inflight")
+                                        for edge in ("begin", "end"))]
     first = lookups_before(phases[chain[0]])
     if first is None:
         rep.problems.append(f"cannot show a fresh incarnation: {chain[0]} has no lookup counters "

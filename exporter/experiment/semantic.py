@@ -16,11 +16,12 @@ admitted):
 from __future__ import annotations
 
 import hashlib
-import json
 import shlex
 import subprocess
 from pathlib import Path
 from typing import Final
+
+from exporter.experiment import jsonfile
 
 HOLDS, FAILS, NOT_EVALUATED = "holds", "FAILS", "not evaluated"
 TAIL_CHARS: Final = 200
@@ -58,11 +59,9 @@ def from_command(command: str, baseline: Path, candidate: Path,
 def from_verdict(path: Path, baseline: Path, candidate: Path) -> tuple[str, str]:
     """(status, what it says) of a verdict file, if it judged exactly these two files."""
     try:
-        doc = json.loads(path.read_bytes())
-    except OSError as exc:
-        return NOT_EVALUATED, f"{path}: {exc.strerror or exc}"
-    except ValueError as exc:
-        return NOT_EVALUATED, f"{path}: not JSON ({exc})"
+        doc = jsonfile.read(path, max_bytes=1 << 20)
+    except jsonfile.JsonInputError as exc:
+        return NOT_EVALUATED, str(exc)
     if not isinstance(doc, dict) or doc.get("semantic_gate") not in ("pass", "fail"):
         return NOT_EVALUATED, f'{path}: no "semantic_gate": "pass" or "fail"'
     for role, given in (("baseline", baseline), ("candidate", candidate)):

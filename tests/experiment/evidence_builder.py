@@ -30,6 +30,8 @@ DECLARED = {"runtime": "helios-2.14.0+47581cca", "quantization": "w4a16", "specu
 TOKENS = 32  # output tokens per request, fixed by the corpus
 PROMPT = 3100
 GPU_PREFIX = 9  # prompt tokens per request found on the GPU
+LONG = [0.350, 0.349, 0.354]
+LONG_PROMPT = 49216  # prompt tokens per request of the long-context lane (16 bodies)
 REASONS = ("no_prefix", "key_mismatch", "no_checkpoint", "not_durable", "evicted", "too_short",
            "other")
 
@@ -44,7 +46,7 @@ def histogram(values: Sequence[float]) -> dict[str, Any]:
     return {"count": float(len(values)), "sum": float(sum(values)), "buckets": buckets}
 
 
-def _v3(c: dict[str, Any]) -> dict[str, int]:
+def _v3(c: dict[str, Any], prompt: int = PROMPT) -> dict[str, int]:
     """The counters a schema 3 snapshot adds (as the sidecar keys them: every blocked-token
     reason zero-filled): each missed lookup (`evicted`) blocks its prompt less the GPU prefix."""
     misses = c["lookups"] - c["hits"]
@@ -53,22 +55,26 @@ def _v3(c: dict[str, Any]) -> dict[str, int]:
             "host.store_outcomes.dropped_ineligible": c["dropped_ineligible"],
             "host.store_outcomes.failed": c["failed"],
             **{f"lookups.blocked_tokens.{r}": 0 for r in REASONS},
-            "lookups.blocked_tokens.evicted": misses * (PROMPT - GPU_PREFIX),
+            "lookups.blocked_tokens.evicted": misses * (prompt - GPU_PREFIX),
             "prompt_tokens.computed": c["prompt"] - c["reused"],
             "prompt_tokens.gpu_prefix": c["reused"] - c["restored"],
             "prompt_tokens.host_restored": c["restored"]}
 
 
 def _capture(at: float, generation: str, c: dict[str, Any], identity: dict[str, str],
-             slabs: dict[str, Any], budget: int, v3: bool = False) -> dict[str, Any]:
+             slabs: dict[str, Any], budget: int, v3: bool = False,
+             prompt: int = PROMPT) -> dict[str, Any]:
     return {"at": at, "generation": generation, "identity": dict(identity),
             "budget_bytes": budget, "slabs": copy.deepcopy(slabs), "ranks": 2, "inflight": 0,
             "counters": {"lookups.total": c["lookups"], "lookups.hits": c["hits"],
+                         **{f"lookups.misses.{r}": 0 for r in REASONS},
                          "lookups.misses.evicted": c["lookups"] - c["hits"],
+                         "host.stores": c.get("stored", 0), "retired_leaves.row": c["row"],
+                         "ancestor_row_compactions": 0,
                          "host.prompt_tokens_reused": c["reused"],
                          "host.tokens_restored": c["restored"],
                          "evictions.row.attempts": c["row"], "evictions.page.attempts": 0,
-                         **(_v3(c) if v3 else {})},
+                         **(_v3(c, prompt) if v3 else {})},
             "misses_raw": {}, "row_pressure_with_page_headroom_total": c["headroom"],
             "requests": float(c["requests"]), "prompt_tokens": float(c["prompt"]),
             "generation_tokens": float(c["generated"]),
@@ -86,14 +92,15 @@ def _deltas(b: dict[str, Any], e: dict[str, Any]) -> dict[str, Any]:
     blocked = {r: d(f"lookups.blocked_tokens.{r}") for r in REASONS
                if f"lookups.blocked_tokens.{r}" in e["counters"]}
     return {"lookups": d("lookups.total"), "hits": d("lookups.hits"),
-            "misses": {"evicted": d("lookups.misses.evicted")}, "misses_raw": {},
+            "misses": {r: d(f"lookups.misses.{r}") for r in REASONS}, "misses_raw": {},
             "prompt_tokens_reused": d("host.prompt_tokens_reused"),
-            "host_tokens_restored": d("host.tokens_restored"), "host_stores": None,
+            "host_tokens_restored": d("host.tokens_restored"), "host_stores": d("host.stores"),
             "row_pressure_attempts": d("evictions.row.attempts"),
             "row_pressure_with_page_headroom": (e["row_pressure_with_page_headroom_total"]
                                                 - b["row_pressure_with_page_headroom_total"]),
             "page_pressure_attempts": d("evictions.page.attempts"),
-            "retired_leaves_row": None, "ancestor_row_compactions": None,
+            "retired_leaves_row": d("retired_leaves.row"),
+            "ancestor_row_compactions": d("ancestor_row_compactions"),
             "stores_dropped_full": known("host.store_outcomes.dropped_full"),
             "stores_dropped_ineligible": known("host.store_outcomes.dropped_ineligible"),
             "stores_failed": known("host.store_outcomes.failed"),
@@ -134,23 +141,24 @@ class Arm:
         self.at = 1000.0
 
     def _pass(self, name: str, lane: str, r: int, of: int, previous: str | None, n: int,
-              tokens: int) -> dict[str, Any]:
+              tokens: int, prompt: int = PROMPT) -> dict[str, Any]:
         bodies = [sha(f"{lane}/{i}") for i in range(n)]
         outputs = [{"sha256": body, "output_sha256": sha(f"out/{lane}/{i}"),
                     "completion_tokens": tokens, "expected_tokens": TOKENS,
-                    "prompt_tokens": PROMPT} for i, body in enumerate(bodies)]
+                    "prompt_tokens": prompt} for i, body in enumerate(bodies)]
         return {"phase": name, "order": "forward", "corpus": f"{lane}.jsonl", "repetition": r,
                 "repetitions": of, "previous": previous, "sent": n, "failed": 0,
                 "sequence_sha256": sha("".join(bodies)), "body_sha256": bodies,
                 "client_mean_seconds": 0.3, "failures": [], "begin_error": None,
                 "end_error": None, "outputs": outputs, "completion_tokens": n * tokens,
-                "prompt_tokens": n * PROMPT, "declared": dict(self.declared), "engine": None,
+                "prompt_tokens": n * prompt, "declared": dict(self.declared), "engine": None,
                 "record": f"{self.label}/{lane}/probe.json"}
 
     def lane(self, name: str, means: Sequence[float], n: int = 52, prime: float = 0.45,
              hits: int = 0, row_pressure: int = 624, tokens: int = TOKENS,
-             drops: tuple[int, int, int] = (0, 0, 0)) -> Arm:
-        """`drops`: stores dropped full, dropped ineligible and failed in each pass (v3)."""
+             drops: tuple[int, int, int] = (0, 0, 0), prompt: int = PROMPT) -> Arm:
+        """`drops`: stores dropped full, dropped ineligible and failed in each pass (v3);
+        `prompt`: prompt tokens per request."""
         full, ineligible, failed = drops
         for r, mean in enumerate(means, 1):
             generation = f"g-{self.label}-{name}-{r}"
@@ -162,7 +170,7 @@ class Arm:
             for phase, values, phase_hits in ((f"{name}/{r}/forward-1", [prime] * n, 0),
                                               (f"{name}/{r}", [mean] * n, hits)):
                 begin = _capture(self.at, generation, counts, self.identity, self.slabs,
-                                 self.budget, self.v3)
+                                 self.budget, self.v3, prompt)
                 counts = {**counts, "lookups": counts["lookups"] + n,
                           "hits": counts["hits"] + phase_hits,
                           "stored": counts["stored"] + n - full - ineligible - failed,
@@ -174,25 +182,61 @@ class Arm:
                           "row": counts["row"] + row_pressure,
                           "headroom": counts["headroom"] + row_pressure,
                           "requests": counts["requests"] + n,
-                          "prompt": counts["prompt"] + n * PROMPT,
+                          "prompt": counts["prompt"] + n * prompt,
                           "generated": counts["generated"] + n * tokens,
                           "latencies": [*counts["latencies"], *values]}
                 self.at += 30
                 end = _capture(self.at, generation, counts, self.identity, self.slabs,
-                               self.budget, self.v3)
+                               self.budget, self.v3, prompt)
                 self.phases.append(phase_json(phase, begin, end))
-                self.passes.append(self._pass(phase, name, r, len(means), previous, n, tokens))
+                self.passes.append(self._pass(phase, name, r, len(means), previous, n, tokens,
+                                              prompt))
                 previous = phase
             self.at += 60
         return self
+
+    def long(self, means: Sequence[float] | None = None) -> Arm:
+        """The page-heavy long-context lane (16 bodies, prompts 16 times as long)."""
+        return self.lane("long-context", LONG if means is None else means, n=16, row_pressure=0,
+                         prompt=LONG_PROMPT)
 
     def doc(self) -> dict[str, Any]:
         return {"format": 1, "simulated": False, "phases": copy.deepcopy(self.phases),
                 "probes": [], "passes": copy.deepcopy(self.passes)}
 
 
+def lanes(arm: Arm, primary: Sequence[float], small: Sequence[float],
+          long: Sequence[float] = LONG) -> Arm:
+    """The seed's three lanes: probe-52 (primary, row pressure), small-12 (a small working set)
+    and long-context (page-heavy: prompts 16 times as long)."""
+    return (arm.lane("probe-52", primary).lane("small-12", small, n=12, row_pressure=0)
+            .lane("long-context", long, n=16, row_pressure=0, prompt=LONG_PROMPT))
+
+
+def long_context(doc: dict[str, Any]) -> list[str]:
+    """`--protected long-context` where the arm has that lane."""
+    has = any(p["name"].startswith("long-context/") for p in doc["phases"])
+    return ["--protected", "long-context"] if has else []
+
+
 def phase_of(doc: dict[str, Any], name: str) -> dict[str, Any]:
     return next(p for p in doc["phases"] if p["name"] == name)
+
+
+def recount(doc: dict[str, Any], name: str, edge: str = "end", **fields: Any) -> None:
+    """Change what a phase's capture says (`counters` keys as `counters__lookups.hits`) and
+    drop its stored deltas, which compare derives again from the captures."""
+    phase = phase_of(doc, name)
+    for key, value in fields.items():
+        if key.startswith("counters__"):
+            phase[edge]["counters"][key.removeprefix("counters__")] = value
+        else:
+            phase[edge][key] = value
+    phase.pop("deltas", None)
+
+
+def counter(doc: dict[str, Any], name: str, key: str, edge: str = "end") -> Any:
+    return phase_of(doc, name)[edge]["counters"][key]
 
 
 def pass_of(doc: dict[str, Any], name: str) -> dict[str, Any]:

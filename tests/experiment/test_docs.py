@@ -29,8 +29,15 @@ def test_the_compare_output_in_the_doc_is_what_compare_prints() -> None:
     assert shown.group(1) == done.stdout, "paste the output of `helios-exporter " + \
         " ".join(COMPARE) + "` into docs/experiments.md (python -m tools.experiment_reports)"
     assert done.stdout.startswith("SIMULATED: ")
-    assert done.stdout.splitlines()[-1] == ("ADMITTED: every gate holds (simulated evidence) "
-                                            "(exit 0)")
+    assert done.stdout.splitlines()[-1] == (
+        "ADMITTED: every gate holds (simulated evidence); not checked by this gate: functional "
+        "acceptance, allocation-safety review, numerical restore review (no --team-record) "
+        "(exit 0)")
+    # the simulator's snapshot says what it is, in every capture the arms hold
+    for arm in ("baseline", "candidate"):
+        doc = json.loads((ROOT / FIXTURES / "arms" / arm / "evidence.json").read_text())
+        assert {p[edge]["identity"].get("engine") for p in doc["phases"]
+                for edge in ("begin", "end")} == {"helios-simulator"}
 
 
 def test_the_committed_probe_report_shows_the_seed_outcomes() -> None:

@@ -19,6 +19,8 @@ from evidence_builder import (
     BUDGET,
     WIDER,
     Arm,
+    lanes,
+    long_context,
     phase_of,
     probe_pair,
     semantic_verdict,
@@ -35,10 +37,7 @@ SMALL = [0.324, 0.322, 0.324]
 
 def arms() -> tuple[Arm, Arm]:
     """The baseline and an allocator candidate (more rows, fewer pages, same 32 GiB)."""
-    base = Arm("base").lane("probe-52", BASE).lane("small-12", SMALL, n=12, row_pressure=0)
-    cand = Arm("cand", slabs=WIDER).lane("probe-52", FAST).lane("small-12", SMALL, n=12,
-                                                                  row_pressure=0)
-    return base, cand
+    return lanes(Arm("base"), BASE, SMALL), lanes(Arm("cand", slabs=WIDER), FAST, SMALL)
 
 
 def run(tmp_path: Path, baseline: dict[str, Any], candidate: dict[str, Any], *extra: str,
@@ -50,7 +49,7 @@ def run(tmp_path: Path, baseline: dict[str, Any], candidate: dict[str, Any], *ex
         flags += ["--semantic-verdict", str(semantic_verdict(tmp_path / "s.json", a, b))]
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["compare", "--baseline", str(a), "--candidate", str(b), "--primary",
-                  "probe-52", "--protected", "small-12", *flags])
+                  "probe-52", "--protected", "small-12", *long_context(baseline), *flags])
     out = capsys.readouterr()
     return int(exit_info.value.code or 0), out.out + out.err
 
@@ -60,7 +59,7 @@ def test_a_candidate_whose_outputs_stop_early_is_not_admitted(
     base, _ = arms()
     # Every candidate completion ends after 20 of its 32 tokens: less decode, so it looks faster.
     cand = Arm("cand", slabs=WIDER).lane("probe-52", FAST, tokens=20).lane(
-        "small-12", SMALL, n=12, row_pressure=0)
+        "small-12", SMALL, n=12, row_pressure=0).long()
     code, out = run(tmp_path, base.doc(), cand.doc(), "--allow-difference", "geometry",
                     capsys=capsys)
     assert code == 1, out
@@ -74,7 +73,7 @@ def test_two_declared_differences_are_refused(tmp_path: Path,
     base, _ = arms()
     other = {**base.identity, "package": "helios-2.15.0+d2036807"}
     cand = Arm("cand", identity=other, slabs=WIDER).lane("probe-52", FAST).lane(
-        "small-12", SMALL, n=12, row_pressure=0)
+        "small-12", SMALL, n=12, row_pressure=0).long()
     code, out = run(tmp_path, base.doc(), cand.doc(), "--allow-difference", "geometry",
                     "--allow-difference", "package", capsys=capsys)
     assert code == 2, out
@@ -85,7 +84,7 @@ def test_the_budget_can_never_be_declared_away(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     base, _ = arms()
     larger = Arm("cand", slabs=WIDER, budget=2 * BUDGET).lane("probe-52", FAST).lane(
-        "small-12", SMALL, n=12, row_pressure=0)
+        "small-12", SMALL, n=12, row_pressure=0).long()
     code, out = run(tmp_path, base.doc(), larger.doc(), "--allow-difference", "geometry",
                     "--allow-difference", "budget", capsys=capsys)
     assert code == 2, out
@@ -98,7 +97,7 @@ def test_an_invalid_repetition_refuses_and_is_not_replaced(
     # Four candidate repetitions; the second ran across a restart. Dropping it and counting the
     # fourth would choose the evidence after seeing it.
     cand = Arm("cand", slabs=WIDER).lane("probe-52", [*FAST, 0.330]).lane(
-        "small-12", SMALL, n=12, row_pressure=0)
+        "small-12", SMALL, n=12, row_pressure=0).long()
     doc = cand.doc()
     bad = phase_of(doc, "probe-52/2")
     bad.update(valid=False, invalid_reasons=["generation changed from g-1 to g-2: the engine "
@@ -111,7 +110,7 @@ def test_an_invalid_repetition_refuses_and_is_not_replaced(
 def test_an_extra_repetition_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base, _ = arms()
     cand = Arm("cand", slabs=WIDER).lane("probe-52", [*FAST, 0.330]).lane(
-        "small-12", SMALL, n=12, row_pressure=0)
+        "small-12", SMALL, n=12, row_pressure=0).long()
     code, out = run(tmp_path, base.doc(), cand.doc(), "--allow-difference", "geometry",
                     capsys=capsys)
     assert code == 2, out
@@ -125,9 +124,9 @@ def test_a_benefit_inside_the_noise_is_not_admitted(tmp_path: Path,
     # Pooled 5.1 % faster, but the spread is 29 % and the first candidate repetition is slower
     # than the baseline repetition it is paired with.
     cand_means = [0.38, 0.325, 0.434]
-    base = Arm("base").lane("probe-52", noisy).lane("small-12", SMALL, n=12, row_pressure=0)
+    base = Arm("base").lane("probe-52", noisy).lane("small-12", SMALL, n=12, row_pressure=0).long()
     cand = Arm("cand", slabs=WIDER).lane("probe-52", cand_means).lane(
-        "small-12", SMALL, n=12, row_pressure=0)
+        "small-12", SMALL, n=12, row_pressure=0).long()
     code, out = run(tmp_path, base.doc(), cand.doc(), "--allow-difference", "geometry",
                     capsys=capsys)
     assert code == 1, out

@@ -45,6 +45,8 @@ CONTRACT_SHAPE: dict[str, Any] = {
     "clock": {"unix_seconds": float, "monotonic_seconds": float},
     "simulator": {"trace": {"enabled": bool, "cost": float}},
 }
+# (v3) identity.engine: the simulator says what it is, so evidence of it says SIMULATED
+CONTRACT_SHAPE["identity"] = {**CONTRACT_SHAPE["identity"], "engine": str}
 
 
 def assert_shape(value: Any, shape: Any, where: str = "snapshot") -> None:
