@@ -4,6 +4,7 @@ records observer_cost_run wrote.
 | check | holds when |
 | --- | --- |
 | `switch` | the observer's --on/--off command exited 0 before the repetition |
+| `switch_verified` | `--witness` showed the observer on or off, as the arm asks, at both edges |
 | `bracketed` | the sidecar took both phase edges |
 | `phase_valid` | the sidecar found the phase valid (one generation, no counter went back) |
 | `failed_requests` | every request was answered 200 with a completion |
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from exporter.experiment.observer_cost_witness import judge
 
 DEFAULT_CLOCK_TOLERANCE = 0.25  # seconds a clock may move against another within a repetition
 DATE_RESOLUTION = 1.0  # an HTTP Date header counts whole seconds
@@ -69,10 +72,15 @@ def checks(step: Mapping[str, Any], ref: Mapping[str, Any] | None, output_tokens
     sw = step.get("switch")
     begin, end, load = step.get("begin"), step.get("end"), step.get("load")
     if sw is None:  # the run stopped before this step: nothing of it was checked
-        out = [_check("switch", None, "not run")]
+        out = [_check("switch", None, "not run"), _check("switch_verified", None, "not run")]
     else:
         out = [_check("switch", sw.get("error") is None,
                       "" if sw.get("error") is None else f"--{sw['arm']} {sw['error']}")]
+        if sw.get("error") is not None:
+            out.append(_check("switch_verified", None, "the switch command failed"))
+        else:
+            out.append(_check("switch_verified", *judge(step.get("witness"), step.get("arm")
+                                                        or "off")))
     if begin is None or load is None:
         return [*out, _check("bracketed", False, step.get("stopped") or "not run")]
     problems = [f"{e['action']}: {e['error']}" for e in (begin, end) if e and e.get("error")]

@@ -128,7 +128,8 @@ def result(concurrency: int, steps: Sequence[Mapping[str, Any]], source: str,
                    "stopped before them")
     elif primary is None:
         verdict = "cannot_conclude"
-        why = (f"no {source} latency for every repetition, or fewer than 2 repetitions an arm"
+        why = (f"no {source} latency for every repetition, fewer than 2 pairs, or pairs whose "
+               "ratios are all equal (no spread to build an interval from)"
                + (" (the engine's latency histogram is missing: --latency-source client times "
                   "requests at the client)" if source == "engine" else ""))
     elif primary["resolved"]:
@@ -155,14 +156,19 @@ def result(concurrency: int, steps: Sequence[Mapping[str, Any]], source: str,
 
 def _diff(reps: Sequence[Mapping[str, Any]], field: tuple[str, str],
           level: float) -> Difference | None:
-    """The difference of one figure (`figures[a][b]`) between the arms; None where unknown."""
-    arms: dict[str, list[float]] = {"on": [], "off": []}
+    """The difference of one figure (`figures[a][b]`) within each pair (a pair is the off and on
+    repetitions of one number); None where a figure is unknown or a pair incomplete."""
+    pairs: dict[int, dict[str, float]] = {}
     for s in reps:
         value = s["figures"][field[0]][field[1]]
         if value is None:
             return None
-        arms[s["arm"]].append(value)
-    return difference(arms["on"], arms["off"], level)
+        pairs.setdefault(s["number"], {})[s["arm"]] = value
+    if any(len(p) != 2 for p in pairs.values()):
+        return None
+    numbers = sorted(pairs)
+    return difference([pairs[n]["on"] for n in numbers], [pairs[n]["off"] for n in numbers],
+                      level)
 
 
 def judge(steps: Sequence[Mapping[str, Any]], output_tokens: int, ranks: int | None,

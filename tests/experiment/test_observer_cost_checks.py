@@ -43,6 +43,14 @@ def edge(action: str, t: float, **engine: Any) -> dict[str, Any]:
                     "count": 4, "sum": 2.6, "buckets": [["0.65", 2], ["0.7", 4], ["+Inf", 4]]}}}}
 
 
+def witness(on: bool, end: Any = None, counter: bool = False) -> dict[str, Any]:
+    """The witness's readings after the switch and after the repetition (a snapshot flag by
+    default; with `counter`, `on` and `end` are the counts)."""
+    return {"what": "metric:polls_total" if counter else "snapshot:simulator.trace.enabled",
+            "counter": counter, "begin": {"value": on, "error": None},
+            "end": {"value": on if end is None else end, "error": None}}
+
+
 def step(arm: str | None = "off", number: int = 1, position: int = 2, t: float = 10.0,
          latency: float = 0.65, tokens: int = 64) -> dict[str, Any]:
     requests = [{"position": i, "index": i, "sha256": "x", "ok": True, "status": 200,
@@ -52,6 +60,7 @@ def step(arm: str | None = "off", number: int = 1, position: int = 2, t: float =
         "position": position, "concurrency": 1, "arm": arm, "number": number,
         "phase": f"r/c1/{arm}-{number}" if arm else "r/c1/warmup",
         "switch": {"arm": arm or "off", "command": "true", "exit_code": 0, "error": None},
+        "witness": witness(arm == "on"),
         "begin": edge("begin", t), "end": edge("end", t + 2),
         "load": {"requests": requests, "wall_seconds": 0.02}}
     s["end"]["phase"]["deltas"]["e2e_latency_seconds"]["sum"] = 4 * latency
@@ -67,7 +76,7 @@ def failing(s: dict[str, Any], ref: dict[str, Any] | None = None,
 def test_a_clean_repetition_holds_every_check() -> None:
     found = checks(step(), ENGINE, 64, ranks=2)
     assert [c["check"] for c in found] == [
-        "switch", "bracketed", "phase_valid", "failed_requests", "output_length",
+        "switch", "switch_verified", "bracketed", "phase_valid", "failed_requests", "output_length",
         "dropped_requests", "ranks", "incarnation", "clock_anchors"]
     assert all(c["ok"] is True for c in found), found
 
@@ -101,7 +110,7 @@ def test_failed_and_dropped_requests_and_other_traffic() -> None:
     s["end"]["phase"]["deltas"]["requests"] = 5
     assert "other traffic" in failing(s)["dropped_requests"]
     s["end"]["phase"]["deltas"]["requests"] = None
-    assert checks(s, ENGINE, 64)[5] == {
+    assert checks(s, ENGINE, 64)[6] == {
         "check": "dropped_requests", "ok": None, "detail": pytest.approx(
             "the engine's finished-request count is unknown (no latency histogram in the "
             "phase's captures)")}
@@ -166,6 +175,7 @@ def test_a_failed_switch_or_edge_leaves_a_repetition_unbracketed() -> None:
                      "error": "exited 1 (its output is in switch.log)"}, begin=None, load=None,
              stopped="the --on command before r/c1/on-1 exited 1")
     assert failing(s) == {"switch": "--on exited 1 (its output is in switch.log)",
+                          "switch_verified": "the switch command failed",
                           "bracketed": "the --on command before r/c1/on-1 exited 1"}
     s = step()
     s["end"].update(error="POST /experiment/phases answered 503", phase=None)
@@ -173,6 +183,50 @@ def test_a_failed_switch_or_edge_leaves_a_repetition_unbracketed() -> None:
     assert "end: POST /experiment/phases answered 503" in found["bracketed"]
     assert found["phase_valid"] == "the sidecar's end answer has no phase"
 
+
+def test_the_switch_is_verified_by_its_witness_at_both_edges() -> None:
+    # A state flag: true at both edges with the observer on, false with it off.
+    s = step("on")
+    s["witness"] = witness(False)
+    assert "was false after the switch and false after the repetition; the observer should " \
+        "have been on throughout" in failing(s)["switch_verified"]
+    s["witness"] = witness(True, end=False)  # it switched itself off during the repetition
+    assert "switch_verified" in failing(s)
+    s = step("off")
+    s["witness"] = witness(True)
+    assert "should have been off" in failing(s)["switch_verified"]
+    # A counter of the observer's requests: grows with it on, does not with it off.
+    s = step("on")
+    s["witness"] = witness(120, 125, counter=True)
+    assert "switch_verified" not in failing(s)
+    s["witness"] = witness(120, 120, counter=True)
+    assert "stayed at 120 with the observer on" in failing(s)["switch_verified"]
+    s["witness"] = witness(120, 3, counter=True)
+    assert "went back from 120 to 3" in failing(s)["switch_verified"]
+    s = step("off")
+    s["witness"] = witness(120, 122, counter=True)
+    assert "grew from 120 to 122 with the observer off: it still ran" in failing(
+        s)["switch_verified"]
+
+
+def test_a_switch_that_cannot_be_verified_is_not_evaluated_and_not_valid() -> None:
+    s = step("on")
+    s["witness"]["end"] = {"value": None, "error": "GET /metrics answered 503"}
+    found = {c["check"]: c for c in checks(s, ENGINE, 64)}["switch_verified"]
+    assert found["ok"] is None
+    assert found["detail"] == "the witness after the repetition: GET /metrics answered 503"
+    s["witness"] = None
+    assert failing(s)["switch_verified"] == "the switch was not read (no --witness reading)"
+    # Such a repetition is not valid: the result cannot conclude, whatever its figures say.
+    steps = [step(None, 0, 1)] + [step(a, i, p, latency=0.65 + 0.03 * (a == "on"))
+                                  for p, (a, i) in enumerate(
+                                      [("off", 1), ("on", 1), ("on", 2), ("off", 2),
+                                       ("off", 3), ("on", 3)], 2)]
+    steps[2]["witness"]["begin"] = {"value": None, "error": "the engine's snapshot has no x"}
+    (r,) = build(ABOUT, steps, [1], 64)["results"]
+    assert r["verdict"] == "cannot_conclude" and r["estimate"] is None
+    assert r["invalid"] == [{"phase": "r/c1/on-1", "failing": [
+        "switch_verified: the witness after the switch: the engine's snapshot has no x"]}]
 
 
 def test_a_repetition_the_run_never_reached_is_not_run_not_invalid() -> None:
@@ -183,6 +237,7 @@ def test_a_repetition_the_run_never_reached_is_not_run_not_invalid() -> None:
     for s in steps[5:]:  # the run stopped before off-3 and on-3
         s.update(switch=None, begin=None, end=None, load=None, stopped="stopped earlier")
     assert failing(steps[5])["switch"] == "not run"  # never claimed to have switched
+    assert failing(steps[5])["switch_verified"] == "not run"
     doc = build(ABOUT, steps, [1], 64)
     (r,) = doc["results"]
     assert r["verdict"] == "cannot_conclude" and r["estimate"] is None
