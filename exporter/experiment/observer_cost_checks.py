@@ -91,8 +91,9 @@ def checks(step: Mapping[str, Any], ref: Mapping[str, Any] | None, output_tokens
     if phase is None:
         out.append(_check("phase_valid", None, "the sidecar's end answer has no phase"))
     else:
+        reasons = phase.get("invalid_reasons")
         out.append(_check("phase_valid", phase.get("valid") is True,
-                          "; ".join(phase.get("invalid_reasons") or [])))
+                          "; ".join(map(str, reasons)) if isinstance(reasons, list) else ""))
     requests = load["requests"]
     out += [_failed(requests), _length(requests, output_tokens), _dropped(requests, phase),
             _ranks(begin, end, ref, ranks), _incarnation(begin, end, ref),
@@ -132,12 +133,21 @@ def _dropped(requests: Sequence[Mapping[str, Any]],
         return _check("dropped_requests", None,
                       "the phase is invalid (phase_valid), so its finished-request count is not "
                       "the engine's")
-    finished = ((phase or {}).get("deltas") or {}).get("requests")
+    deltas = (phase or {}).get("deltas")
+    finished = deltas.get("requests") if isinstance(deltas, dict) else None
+    if isinstance(finished, bool) or not isinstance(finished, int | float):
+        finished = None
     if finished is None:
         return _check("dropped_requests", None,
                       "the engine's finished-request count is unknown (no latency histogram in "
                       "the phase's captures)")
     sent = len(requests)
+    hist = deltas.get("e2e_latency_seconds") if isinstance(deltas, dict) else None
+    counted = hist.get("count") if isinstance(hist, dict) else None
+    if counted is not None and counted != finished:
+        return _check("dropped_requests", False,
+                      f"the engine's latency histogram counts {counted!r} requests but its "
+                      f"finished-request count is {finished:g}: the phase's captures disagree")
     if finished == sent:
         return _check("dropped_requests", True)
     if finished < sent:

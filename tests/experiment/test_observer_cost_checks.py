@@ -103,12 +103,17 @@ def test_failed_and_dropped_requests_and_other_traffic() -> None:
     s = step()
     s["load"]["requests"][1].update(ok=False, status=500, error="HTTP 500")
     s["end"]["phase"]["deltas"]["requests"] = 3
+    s["end"]["phase"]["deltas"]["e2e_latency_seconds"]["count"] = 3
     found = failing(s)
     assert "1 of 4 requests failed (the first, request 2: HTTP 500)" in found["failed_requests"]
     assert "finished 3 of the 4 requests sent: 1 dropped" in found["dropped_requests"]
     s = step()
     s["end"]["phase"]["deltas"]["requests"] = 5
+    s["end"]["phase"]["deltas"]["e2e_latency_seconds"]["count"] = 5
     assert "other traffic" in failing(s)["dropped_requests"]
+    s["end"]["phase"]["deltas"]["e2e_latency_seconds"]["count"] = 4
+    assert "the engine's latency histogram counts 4 requests but its finished-request count " \
+        "is 5: the phase's captures disagree" in failing(s)["dropped_requests"]
     s["end"]["phase"]["deltas"]["requests"] = None
     assert checks(s, ENGINE, 64)[6] == {
         "check": "dropped_requests", "ok": None, "detail": pytest.approx(
@@ -301,3 +306,72 @@ def test_without_the_engine_histogram_only_the_client_can_judge() -> None:
     assert client["verdict"] == "cannot_conclude"
     assert "dropped_requests: the engine's finished-request count is unknown" in \
         client["invalid"][0]["failing"][0]
+
+
+# -- every field of the sidecar's phase answer -----------------------------------------------------
+# What a repetition's result reads from outside the command: the sidecar's answer to its end edge
+# (`end.phase`). Each field is deleted, nulled and perturbed in turn, in an off and in an on
+# repetition: the result then never computes a difference, unless the field is listed here as
+# irrelevant to it, with the reason, and it never crashes.
+IRRELEVANT = {
+    ("generation",): "shown only; the incarnation check reads the engine's snapshot and the "
+                     "capture's generation",
+    ("invalid_reasons",): "the words of phase_valid's detail; `valid` decides",
+    ("deltas", "e2e_latency_seconds", "buckets"): "only the estimated p50 and p99 (shown, never "
+                                                   "judged) come from the buckets",
+}
+# The measurement itself: another finite, non-negative latency sum is another latency, judged as
+# such (the sidecar derived it from its captures; the count beside it is cross-checked).
+MEASURED = ("deltas", "e2e_latency_seconds", "sum")
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [path] if path else []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _leaves(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _leaves(v, (*path, i))
+    return out
+
+
+def _perturbations(value: Any) -> list[Any]:
+    if isinstance(value, bool):
+        return [not value, "true", 1]
+    if isinstance(value, int | float):
+        return [value + 1, -value - 1, str(value), float("nan"), [value]]
+    return [{"x": 1}, 7, "x"]
+
+
+def test_no_field_of_the_sidecars_answer_is_trusted_blindly() -> None:
+    steps, position = [step(None, 0, 1)], 1
+    for i in range(3):
+        for a in ("off", "on"):
+            position += 1
+            steps.append(step(a, i + 1, position, t=10.0 * position,
+                              latency=0.65 + 0.033 * (a == "on") + 0.002 * i))
+    assert build(ABOUT, steps, [1], 64)["results"][0]["verdict"] == "cost_resolved"
+    tried = 0
+    for index in (2, 3):  # off-1 and on-1
+        phase = steps[index]["end"]["phase"]
+        for path in _leaves(phase):
+            inside = path[:3] if path[:3] == ("deltas", "e2e_latency_seconds", "buckets") else path
+            current: Any = phase
+            for k in path:
+                current = current[k]
+            for how in ("delete", "null", *_perturbations(current)):
+                mutated = copy.deepcopy(steps)
+                parent = mutated[index]["end"]["phase"]
+                for k in path[:-1]:
+                    parent = parent[k]
+                if how == "delete":
+                    del parent[path[-1]]
+                else:
+                    parent[path[-1]] = None if how == "null" else how
+                (r,) = build(ABOUT, mutated, [1], 64)["results"]
+                tried += 1
+                measured = path == MEASURED and isinstance(how, float) and how >= 0
+                if inside not in IRRELEVANT and not measured:
+                    assert r["verdict"] == "cannot_conclude", (path, how, r["sentence"])
+    assert tried > 100
