@@ -130,7 +130,7 @@ def aa_runs() -> list[list[dict[str, Any]]]:
 
 def test_at_zero_cost_a_difference_is_resolved_at_most_at_the_nominal_rate(
         aa_runs: list[list[dict[str, Any]]]) -> None:
-    limit = binomial_upper(RUNS, 0.05)  # 5 % and the slack of 300 runs (27 of 300)
+    limit = binomial_upper(RUNS, 0.05)  # 5 % and the slack of 300 runs: 28 of 300
     resolved = {(c, src): 0 for c in (1, 4) for src in ("engine", "client")}
     narrow = dict.fromkeys(resolved, 0)
     for steps in aa_runs:
