@@ -1,7 +1,7 @@
 """What the sidecar's polling costs the engine, measured by `helios-exporter observer-cost` with
 the polling as the observer (docs/experiments.md section 7).
 
-    .venv/bin/python bench/observer_cost.py [--repetitions 3] [--requests 1600] [--json PATH]
+    .venv/bin/python bench/observer_cost.py [--repetitions 3] [--requests 2400] [--json PATH]
 
 One simulated engine (`simulate --scenario idle --time-scale F`, seed 7) for the whole run, one
 sidecar that only brackets the phases (`--poll-interval 3600`: it polls at phase edges and
@@ -16,6 +16,12 @@ only the client can see what polling costs. The benchmark's JSON keeps observer-
 
 `switch on|off --state FILE` is the observer's switch: `on` starts the polling sidecar detached
 and returns once its /readyz answers; `off` stops the one FILE names (SIGTERM, then SIGKILL).
+`witness --state FILE` is observer-cost's `--witness command:...`: the time of the polling
+sidecar's latest successful poll of the engine's snapshot (its
+`helios_exporter_source_last_success_timestamp_seconds`), or 0 when no polling sidecar runs. It
+grows across a repetition only if the observer polled during it, so a repetition must last longer
+than the 5 s interval: the default 2,400 requests take about 6 s at C4 (1,600, the default
+before, took about 4 s there, and most of those repetitions held no poll at all).
 """
 
 from __future__ import annotations
@@ -86,6 +92,28 @@ def switch(action: str, state: Path, engine: str) -> int:
     return 1
 
 
+WITNESS_SERIES = 'helios_exporter_source_last_success_timestamp_seconds{source="engine_snapshot"}'
+
+
+def witness(state: Path) -> int:
+    """Print the polling sidecar's latest successful snapshot poll (Unix seconds), 0 without one."""
+    if not state.exists():
+        print(0)
+        return 0
+    port = json.loads(state.read_text())["port"]
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except httpx.HTTPError as exc:
+        print(f"the polling sidecar does not answer: {exc}", file=sys.stderr)
+        return 1
+    for line in text.splitlines():
+        if line.startswith(WITNESS_SERIES + " "):
+            print(line.split()[-1])
+            return 0
+    print(f"the polling sidecar's /metrics has no {WITNESS_SERIES}", file=sys.stderr)
+    return 1
+
+
 # -- the benchmark ------------------------------------------------------------------------------
 def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     procs = Procs(work)
@@ -112,7 +140,8 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             "--repetitions", str(args.repetitions), "--requests", str(args.requests),
             "--settle", str(args.settle), "--name", "bench-polling",
             "--on", shlex.join([*me, "on", "--state", str(state), "--engine-url", engine]),
-            "--off", shlex.join([*me, "off", "--state", str(state), "--engine-url", engine])]
+            "--off", shlex.join([*me, "off", "--state", str(state), "--engine-url", engine]),
+            "--witness", "command:" + shlex.join([*me[:2], "witness", "--state", str(state)])]
         started = time.monotonic()
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False,
                               timeout=args.max_seconds)
@@ -147,10 +176,13 @@ def main() -> int:
     sw.add_argument("action", choices=("on", "off"))
     sw.add_argument("--state", type=Path, required=True)
     sw.add_argument("--engine-url", default="")
+    wi = sub.add_parser("witness", help="the observer's latest poll (observer-cost reads it)")
+    wi.add_argument("--state", type=Path, required=True)
     parser.add_argument("--repetitions", type=int, default=3)
-    parser.add_argument("--requests", type=int, default=1600,
-                        help="requests a repetition (default: %(default)s, 100 passes of the "
-                        "fixture: about 14 s at C1)")
+    parser.add_argument("--requests", type=int, default=2400,
+                        help="requests a repetition (default: %(default)s, 150 passes of the "
+                        "fixture: about 25 s at C1 and 6 s at C4, longer than the 5 s between "
+                        "polls)")
     parser.add_argument("--time-scale", type=float, default=100.0)
     parser.add_argument("--settle", type=float, default=1.0,
                         help="seconds after each switch (default: %(default)s)")
@@ -161,6 +193,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.command == "switch":
         return switch(args.action, args.state, args.engine_url)
+    if args.command == "witness":
+        return witness(args.state)
     install_sigterm()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-observer-"))
     work.mkdir(parents=True, exist_ok=True)

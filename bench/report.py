@@ -389,8 +389,20 @@ def observer_cost(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | N
         judged = r if r["estimate"] is not None else None
         lines.append(f"| C{r['concurrency']} | {_interval(judged)} | "
                      f"{_interval(r['throughput'])} | {means['off']} | {means['on']} |")
-    lines += ["", "On vs off: the on arm's mean over the off arm's, minus 1, and its 95 % "
-              "interval from the repetitions (Welch t on the log ratio).", ""]
+    if doc.get("witness"):
+        lines += ["", "On vs off: the pairs' geometric mean ratio of the on repetition's mean over "
+                  "the off one's, minus 1, and its 95 % t-interval from the pairs; the switch "
+                  f"verified by `{doc['witness']}` after every switch and every repetition.", ""]
+    else:
+        lines += ["", "On vs off: the on arm's mean over the off arm's, minus 1, and its 95 % "
+                  "interval from the repetitions (Welch t on the log ratio).", "",
+                  "**Measured before observer-cost verified its switch** (issue 33): nothing "
+                  "showed that the polling sidecar polled during an on repetition, and at C4 a "
+                  "repetition (about 4 s) was shorter than the 5 s between polls, so an on "
+                  "repetition there held one poll at most, possibly none. The current command "
+                  "pairs the "
+                  "repetitions and refuses a repetition whose switch its witness does not show; "
+                  "`bench/run --only observer_cost` measures it again.", ""]
     lines += [f"- **C{r['concurrency']}**: {r['sentence']}" for r in doc["results"]]
     lines.append("")
     c1 = next((r for r in doc["results"] if r["concurrency"] == 1), doc["results"][0])

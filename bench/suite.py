@@ -73,9 +73,12 @@ def plan(quick: bool, work: Path) -> dict[str, dict[str, Any]]:
             "cmd": ["bench/nvml_poll.py", "--polls", "200"],
             "timeout": 120, "json": None},  # prints a table; parsed below
         "observer_cost": {
-            "cmd": ["bench/observer_cost.py", "--repetitions", "2" if q else "3", "--requests",
-                    "320" if q else "1600", "--workdir", str(work / "observer_cost")],
-            "timeout": 150 if q else 420, "json": out("observer_cost")},
+            # Quick: a repetition may be shorter than the 5 s between polls; an on repetition
+            # that held no poll is invalid (its witness did not move) and the result cannot
+            # conclude. The full run's repetitions (about 6 s at C4) are longer than the interval.
+            "cmd": ["bench/observer_cost.py", "--repetitions", "3", "--requests",
+                    "320" if q else "2400", "--workdir", str(work / "observer_cost")],
+            "timeout": 150 if q else 600, "json": out("observer_cost")},
         "scrape_cost": {
             "cmd": ["bench/scrape_cost.py", "--duration", "3" if q else "8", "--clients", "1", "8",
                     "--workdir", str(work / "scrape_cost")],

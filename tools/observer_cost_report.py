@@ -3,7 +3,8 @@ commands against the simulated engine: `python -m tools.observer_cost_report` (a
 
 It starts `helios-exporter simulate --scenario idle --seed 1 --time-scale 20 --trace-cost 0.05`
 and a sidecar on free ports of 127.0.0.1, runs `observer-cost` exactly as the page shows it (the
-trace switched with curl, C1 and C4, three repetitions an arm of 64 requests, seed 7) in a
+trace switched with curl and verified by the snapshot's simulator.trace.enabled, C1 and C4,
+three pairs of repetitions of 64 requests, seed 7) in a
 temporary folder, copies observer-cost.md and observer-cost.png into
 docs/experiments/observer-cost/ and plan.json and observer-cost.json (what the tests read) into
 tests/fixtures/experiments/observer-cost/, and puts the report's result into docs/experiments.md
@@ -53,6 +54,7 @@ def main() -> int:
                  "--sidecar", sidecar, "--token-file", "token", "--corpus",
                  "fixture-1024.jsonl", "--on", trace + " '{\"enabled\": true}'",
                  "--off", trace + " '{\"enabled\": false}'", "--out", "trace",
+                 "--witness", "snapshot:simulator.trace.enabled",
                  "--name", "trace", "--seed", "7", "--requests", "64"],
                 cwd=work, capture_output=True, text=True, check=False, timeout=600)
             if done.returncode != 0:

@@ -2,16 +2,19 @@
 section 2 asks (docs/experiments.md section 7).
 
 The observer is whatever the --on and --off shell commands switch (an engine's trace, the
-sidecar's polling, a config reload). Before anything is sent the whole order is drawn from a
-recorded seed and written to DIR/plan.json. Per concurrency: the observer off, a warm-up phase,
-then every repetition in the planned order, each one its switch command followed by a phase of
-exactly the same requests. Every step is recorded as it happens (DIR/observer-cost.json is
-rewritten after each), checked (observer_cost_checks) and reported (markdown and a picture).
+sidecar's polling, a config reload); --witness names what in the engine's state shows it on or
+off (observer_cost_witness), read after every switch and after every repetition. Before anything
+is sent the witness is read once and the whole order is drawn from a recorded seed and written
+to DIR/plan.json. Per concurrency (C1 and C4 at least): the observer off, a warm-up phase, then
+every pair of repetitions in the planned order, each repetition its switch command followed by a
+phase of exactly the same requests. Every step is recorded as it happens (DIR/observer-cost.json
+is rewritten after each), checked (observer_cost_checks) and reported (markdown and a picture).
 
 Exit codes: 0 every repetition ran and is valid (whatever the result says); 1 a repetition is
-invalid, a switch command failed or the sidecar refused a phase edge (the report is written and
-refuses to conclude); 2 bad input (options, corpus, an --out that holds a run already), nothing
-sent; 130 interrupted (the record kept).
+invalid (its switch not verified included), a switch command failed or the sidecar refused a
+phase edge (the report is written and refuses to conclude); 2 bad input (options, fewer than 3
+repetitions, C1 or C4 missing, no warm-up, a witness that cannot be read, corpus, an --out that
+holds a run already), nothing sent; 130 interrupted (the record kept).
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from exporter.experiment import observer_cost_run as run
+from exporter.experiment import observer_cost_witness as witnesses
 from exporter.experiment.client import SidecarClient, SidecarError, connect
 from exporter.experiment.observer_cost_checks import DEFAULT_CLOCK_TOLERANCE
 from exporter.experiment.observer_cost_doc import JSON_FILE, build
 from exporter.experiment.observer_cost_plan import (
+    MIN_REPETITIONS,
     PLAN_FILE,
     Step,
     parse_concurrency,
@@ -55,15 +60,25 @@ OPTIONS = (  # after the sidecar's (commands.py adds --sidecar, --token-file and
            "done)", required=True, metavar="CMD"),
     Option("--off", "text", None, "shell command that switches the observer off (exit 0 when "
            "done)", required=True, metavar="CMD"),
+    Option("--witness", "text", None, "what in the engine's state shows the observer on or "
+           "off, read after every switch and every repetition: snapshot:PATH (a boolean in its "
+           "snapshot, e.g. simulator.trace.enabled), metric:NAME{LABEL=\"V\"} (a counter on "
+           "its /metrics that grows while the observer is on) or command:CMD (a count the "
+           "command prints)", required=True, metavar="KIND:WHAT"),
     Option("--out", "path", None, "directory for plan.json, observer-cost.json, "
            "observer-cost.md, observer-cost.png and switch.log", required=True, metavar="DIR"),
     Option("--concurrency", "text", "1,4", "concurrencies, each warmed and measured on its own, "
            "in this order", metavar="C,..."),
-    Option("--repetitions", "int", 3, "repetitions per arm and concurrency", low=2, metavar="N"),
+    Option("--repetitions", "int", 3, "repetitions per arm and concurrency, run as pairs (one "
+           "off, one on)", check=lambda n: None if n >= MIN_REPETITIONS else (
+               f"at least {MIN_REPETITIONS} repetitions an arm (seed 001 section 2: three off and "
+               f"three on per concurrency), got {n}"), metavar="N"),
     Option("--requests", "int", None, "requests per repetition, the corpus's bodies in order, "
            "cycling", low=1, metavar="N", default_text="one pass over the corpus"),
-    Option("--warmup", "int", None, "warm-up requests per concurrency, the observer off", low=0,
-           metavar="N", default_text="as --requests"),
+    Option("--warmup", "int", None, "warm-up requests per concurrency, the observer off",
+           check=lambda n: None if n >= 1 else (
+               "each concurrency is warmed before it is measured (seed 001 section 2): at least "
+               f"1 warm-up request, got {n}"), metavar="N", default_text="as --requests"),
     Option("--name", "text", None, "phase name prefix, 1-40 of A-Z a-z 0-9 . _ -",
            default_text="observer-<UTC time>"),
     Option("--seed", "int", None, "seed of the order", low=0, metavar="N",
@@ -118,6 +133,7 @@ class Run:
     def __init__(self, args: argparse.Namespace, steps: Sequence[Step], corpus: Corpus,
                  tokens: int, about: Mapping[str, Any]) -> None:
         self.args, self.steps, self.corpus, self.tokens = args, steps, corpus, tokens
+        self.witness = witnesses.parse(args.witness)
         self.about = dict(about)
         self.concurrencies = list(dict.fromkeys(s.concurrency for s in steps))
         self.records: list[dict[str, Any]] = []
@@ -138,12 +154,17 @@ class Run:
         return doc
 
 
+def _witness(r: Run, engine: Any, env: dict[str, str]) -> dict[str, Any]:
+    return witnesses.read(r.witness, engine, r.args.out / SWITCH_LOG, r.args.switch_timeout,
+                          env)
+
+
 def _step(r: Run, sidecar: SidecarClient, engine: Any, step: Step) -> dict[str, Any]:
     args = r.args
-    record: dict[str, Any] = {**step_json(step), "switch": None, "begin": None, "end": None,
-                              "load": None}
-    # Switched before every step, whatever the step before left: the command is the only
-    # witness of the observer's state. A warm-up runs with the observer off.
+    record: dict[str, Any] = {**step_json(step), "switch": None, "witness": None,
+                              "begin": None, "end": None, "load": None}
+    # Switched before every step, whatever the step before left; --witness then shows whether
+    # the observer really is on or off. A warm-up runs with the observer off.
     arm = step.arm or "off"
     env = {"OBSERVER_COST_ARM": arm, "OBSERVER_COST_PHASE": step.phase,
            "OBSERVER_COST_CONCURRENCY": str(step.concurrency)}
@@ -154,6 +175,8 @@ def _step(r: Run, sidecar: SidecarClient, engine: Any, step: Step) -> dict[str, 
         return record
     if args.settle:
         time.sleep(args.settle)
+    record["witness"] = {"what": r.witness.describe(), "counter": r.witness.counter,
+                         "begin": _witness(r, engine, env), "end": None}
     note = f"observer-cost {step.label()}"
     record["begin"] = run.edge(sidecar, engine, "begin", step.phase, note)
     if record["begin"]["error"] is not None:
@@ -163,6 +186,7 @@ def _step(r: Run, sidecar: SidecarClient, engine: Any, step: Step) -> dict[str, 
         else args.requests
     record["load"] = run.send(engine, r.corpus.bodies, n, step.concurrency)
     record["end"] = run.edge(sidecar, engine, "end", step.phase)
+    record["witness"]["end"] = _witness(r, engine, env)
     if record["end"]["error"] is not None:
         r.stopped = (f"the sidecar refused to end {step.phase}: {record['end']['error']} (end "
                      f"it with `helios-exporter phase end {step.phase}`)")
@@ -174,6 +198,7 @@ def execute(args: argparse.Namespace, sidecar: SidecarClient) -> int:
         corpus = read_corpus(args.corpus)
         tokens, warnings = output_tokens(corpus)
         concurrencies = parse_concurrency(args.concurrency)
+        witness = witnesses.parse(args.witness)
         prepare_out(args.out)
         for name in (PLAN_FILE, JSON_FILE):
             if (args.out / name).exists():
@@ -198,9 +223,15 @@ def execute(args: argparse.Namespace, sidecar: SidecarClient) -> int:
         _err(f"the sidecar has phases named {', '.join(sorted(taken)[:3])} already: choose "
              "another --name (nothing was sent)")
         return 2
+    with run.engine_client(args.engine_url, args.request_timeout, 1) as engine:
+        first = witnesses.read(witness, engine, args.out / SWITCH_LOG, args.switch_timeout)
+    if first["error"] is not None:
+        _err(f"--witness {witness.describe()}: {first['error']}: the switch could not be "
+             "verified, so no repetition could be valid (nothing was sent)")
+        return 2
     about = {
         "name": name, "engine_url": args.engine_url, "sidecar": args.sidecar,
-        "on": args.on, "off": args.off, "seed": seed,
+        "on": args.on, "off": args.off, "witness": witness.describe(), "seed": seed,
         "corpus": {"path": str(corpus.path), "bodies": len(corpus.bodies),
                    "sha256": hashlib.sha256(b"\n".join(corpus.bodies) + b"\n").hexdigest()},
         "concurrencies": concurrencies, "repetitions": args.repetitions,

@@ -4,6 +4,7 @@ records observer_cost_run wrote.
 | check | holds when |
 | --- | --- |
 | `switch` | the observer's --on/--off command exited 0 before the repetition |
+| `switch_verified` | `--witness` showed the observer on or off, as the arm asks, at both edges |
 | `bracketed` | the sidecar took both phase edges |
 | `phase_valid` | the sidecar found the phase valid (one generation, no counter went back) |
 | `failed_requests` | every request was answered 200 with a completion |
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from exporter.experiment.observer_cost_witness import judge
 
 DEFAULT_CLOCK_TOLERANCE = 0.25  # seconds a clock may move against another within a repetition
 DATE_RESOLUTION = 1.0  # an HTTP Date header counts whole seconds
@@ -69,10 +72,15 @@ def checks(step: Mapping[str, Any], ref: Mapping[str, Any] | None, output_tokens
     sw = step.get("switch")
     begin, end, load = step.get("begin"), step.get("end"), step.get("load")
     if sw is None:  # the run stopped before this step: nothing of it was checked
-        out = [_check("switch", None, "not run")]
+        out = [_check("switch", None, "not run"), _check("switch_verified", None, "not run")]
     else:
         out = [_check("switch", sw.get("error") is None,
                       "" if sw.get("error") is None else f"--{sw['arm']} {sw['error']}")]
+        if sw.get("error") is not None:
+            out.append(_check("switch_verified", None, "the switch command failed"))
+        else:
+            out.append(_check("switch_verified", *judge(step.get("witness"), step.get("arm")
+                                                        or "off")))
     if begin is None or load is None:
         return [*out, _check("bracketed", False, step.get("stopped") or "not run")]
     problems = [f"{e['action']}: {e['error']}" for e in (begin, end) if e and e.get("error")]
@@ -83,8 +91,9 @@ def checks(step: Mapping[str, Any], ref: Mapping[str, Any] | None, output_tokens
     if phase is None:
         out.append(_check("phase_valid", None, "the sidecar's end answer has no phase"))
     else:
+        reasons = phase.get("invalid_reasons")
         out.append(_check("phase_valid", phase.get("valid") is True,
-                          "; ".join(phase.get("invalid_reasons") or [])))
+                          "; ".join(map(str, reasons)) if isinstance(reasons, list) else ""))
     requests = load["requests"]
     out += [_failed(requests), _length(requests, output_tokens), _dropped(requests, phase),
             _ranks(begin, end, ref, ranks), _incarnation(begin, end, ref),
@@ -124,12 +133,21 @@ def _dropped(requests: Sequence[Mapping[str, Any]],
         return _check("dropped_requests", None,
                       "the phase is invalid (phase_valid), so its finished-request count is not "
                       "the engine's")
-    finished = ((phase or {}).get("deltas") or {}).get("requests")
+    deltas = (phase or {}).get("deltas")
+    finished = deltas.get("requests") if isinstance(deltas, dict) else None
+    if isinstance(finished, bool) or not isinstance(finished, int | float):
+        finished = None
     if finished is None:
         return _check("dropped_requests", None,
                       "the engine's finished-request count is unknown (no latency histogram in "
                       "the phase's captures)")
     sent = len(requests)
+    hist = deltas.get("e2e_latency_seconds") if isinstance(deltas, dict) else None
+    counted = hist.get("count") if isinstance(hist, dict) else None
+    if counted is not None and counted != finished:
+        return _check("dropped_requests", False,
+                      f"the engine's latency histogram counts {counted!r} requests but its "
+                      f"finished-request count is {finished:g}: the phase's captures disagree")
     if finished == sent:
         return _check("dropped_requests", True)
     if finished < sent:

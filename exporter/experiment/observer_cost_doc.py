@@ -8,6 +8,7 @@ invalid repetition with the checks it failed. No repetition is ever left out of 
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -33,17 +34,20 @@ def figures(step: Mapping[str, Any]) -> dict[str, Any]:
     tokens = sum(r.get("completion_tokens") or 0 for r in ok)
     phase = (step.get("end") or {}).get("phase") or {}
     # A phase the sidecar found invalid (across a restart) has no engine figures to show.
-    deltas = (phase.get("deltas") or {}) if phase.get("valid") is True else {}
-    hist = deltas.get("e2e_latency_seconds") or {}
-    buckets = [(float(le), float(n)) for le, n in hist.get("buckets") or []]
-    count = hist.get("count")
+    deltas = phase.get("deltas") if phase.get("valid") is True else None
+    hist = deltas.get("e2e_latency_seconds") if isinstance(deltas, dict) else None
+    hist = hist if isinstance(hist, dict) else {}
+    buckets = _buckets(hist.get("buckets"))
+    count, total = _number(hist.get("count")), _number(hist.get("sum"))
+    count = count if count and count > 0 else None
     return {
         "sent": len(requests), "answered": len(ok),
         "engine": {"requests": count,
-                   "mean": hist["sum"] / count if count else None,
+                   "mean": total / count if count and total is not None and total >= 0
+                   else None,
                    # Estimated from the histogram's buckets (linear within a bucket).
-                   "p50_estimated": quantile(0.5, buckets) if count else None,
-                   "p99_estimated": quantile(0.99, buckets) if count else None},
+                   "p50_estimated": quantile(0.5, buckets) if count and buckets else None,
+                   "p99_estimated": quantile(0.99, buckets) if count and buckets else None},
         "client": {"requests": len(seconds),
                    "mean": statistics.fmean(seconds) if seconds else None,
                    "p50": percentile(seconds, 0.5), "p99": percentile(seconds, 0.99)},
@@ -51,6 +55,25 @@ def figures(step: Mapping[str, Any]) -> dict[str, Any]:
                        "tokens_per_second": tokens / wall if wall else None,
                        "wall_seconds": wall},
     }
+
+
+def _number(value: Any) -> float | None:
+    """A finite number from the sidecar's answer, else None (never a crash, never a guess)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _buckets(value: Any) -> list[tuple[float, float]]:
+    """The histogram's cumulative buckets as (le, count); none when any is malformed (the
+    estimated percentiles are then left out: they are shown, never judged)."""
+    out = []
+    try:
+        for le, n in value or []:
+            out.append((float(le), float(n)))
+    except (TypeError, ValueError):
+        return []
+    return out
 
 
 def _spread(values: Sequence[float | None]) -> dict[str, Any] | None:
@@ -128,7 +151,8 @@ def result(concurrency: int, steps: Sequence[Mapping[str, Any]], source: str,
                    "stopped before them")
     elif primary is None:
         verdict = "cannot_conclude"
-        why = (f"no {source} latency for every repetition, or fewer than 2 repetitions an arm"
+        why = (f"no {source} latency for every repetition, fewer than 2 pairs, or pairs whose "
+               "ratios are all equal (no spread to build an interval from)"
                + (" (the engine's latency histogram is missing: --latency-source client times "
                   "requests at the client)" if source == "engine" else ""))
     elif primary["resolved"]:
@@ -155,14 +179,19 @@ def result(concurrency: int, steps: Sequence[Mapping[str, Any]], source: str,
 
 def _diff(reps: Sequence[Mapping[str, Any]], field: tuple[str, str],
           level: float) -> Difference | None:
-    """The difference of one figure (`figures[a][b]`) between the arms; None where unknown."""
-    arms: dict[str, list[float]] = {"on": [], "off": []}
+    """The difference of one figure (`figures[a][b]`) within each pair (a pair is the off and on
+    repetitions of one number); None where a figure is unknown or a pair incomplete."""
+    pairs: dict[int, dict[str, float]] = {}
     for s in reps:
         value = s["figures"][field[0]][field[1]]
         if value is None:
             return None
-        arms[s["arm"]].append(value)
-    return difference(arms["on"], arms["off"], level)
+        pairs.setdefault(s["number"], {})[s["arm"]] = value
+    if any(len(p) != 2 for p in pairs.values()):
+        return None
+    numbers = sorted(pairs)
+    return difference([pairs[n]["on"] for n in numbers], [pairs[n]["off"] for n in numbers],
+                      level)
 
 
 def judge(steps: Sequence[Mapping[str, Any]], output_tokens: int, ranks: int | None,

@@ -1,9 +1,12 @@
 """The order of an observer-cost run, fixed and written down before the first request.
 
-Per concurrency: one warm-up, then `repetitions` with the observer off and as many on, in an order
-drawn from a recorded seed. An order that runs every repetition of one arm before every one of the
-other is drawn again: drift over the run (a warming cache, a neighbour's load) would then read as
-the observer's cost. Pure: the caller writes `plan_doc()` to plan.json before anything is sent.
+Per concurrency (C1 and C4 at least, seed 001 section 2): one warm-up, then `repetitions` pairs,
+each one repetition with the observer off and one with it on, back to back, in an order drawn for
+each pair from a recorded seed. Pair n is `off-<n>` and `on-<n>`; the result compares each pair
+within itself (observer_cost_stats), so drift over the run (a warming cache, a neighbour's load)
+has no time to act inside a pair and cannot read as the observer's cost. A draw that puts every
+pair in the same order is drawn again: an effect of a repetition's place in its pair would then
+read as the observer's. Pure: the caller writes `plan_doc()` to plan.json before anything is sent.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ Arm = Literal["off", "on"]
 ARMS: tuple[Arm, ...] = ("off", "on")
 PLAN_FILE = "plan.json"
 NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,40}")  # leaves room for "/c<N>/warmup" in a phase name
+MIN_REPETITIONS = 3  # pairs an arm: seed 001 asks for three off and three on
+REQUIRED_CONCURRENCIES = (1, 4)  # seed 001: C1 and C4, each warmed on its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +32,7 @@ class Step:
     position: int  # 1-based, in the order run (warm-ups included)
     concurrency: int
     arm: Arm | None
-    number: int  # the repetition's number within its arm and concurrency; 0 for a warm-up
+    number: int  # the repetition's pair, within its concurrency; 0 for a warm-up
     phase: str
 
     @property
@@ -39,20 +44,14 @@ class Step:
             f"C{self.concurrency} {self.arm} {self.number}")
 
 
-def blocked(order: Sequence[Arm]) -> bool:
-    """Every repetition of one arm before every one of the other."""
-    first_change = next((i for i in range(1, len(order)) if order[i] != order[0]), len(order))
-    return all(a != order[0] for a in order[first_change:])
-
-
-def draw(repetitions: int, rng: random.Random) -> list[Arm]:
-    """`repetitions` off and as many on, shuffled, never blocked (needs repetitions >= 2)."""
-    if repetitions < 2:
-        raise ValueError("at least 2 repetitions an arm are needed for a spread")
+def draw(pairs: int, rng: random.Random) -> list[tuple[Arm, Arm]]:
+    """Each pair's order, drawn; never every pair in the same order (needs pairs >= 2)."""
+    if pairs < 2:
+        raise ValueError("at least 2 pairs are needed for a spread")
     while True:
-        order = [arm for arm in ARMS for _ in range(repetitions)]
-        rng.shuffle(order)
-        if not blocked(order):
+        order: list[tuple[Arm, Arm]] = [("off", "on") if rng.random() < 0.5 else ("on", "off")
+                                        for _ in range(pairs)]
+        if len(set(order)) > 1:
             return order
 
 
@@ -62,15 +61,22 @@ def plan(name: str, concurrencies: Sequence[int], repetitions: int, seed: int) -
         raise ValueError(f"--name must be 1-40 of A-Z a-z 0-9 . _ -, got {name!r}")
     if not concurrencies or len(set(concurrencies)) != len(concurrencies):
         raise ValueError("--concurrency: give each concurrency once")
+    missing = [c for c in REQUIRED_CONCURRENCIES if c not in concurrencies]
+    if missing:
+        raise ValueError(f"--concurrency {','.join(map(str, concurrencies))}: C1 and C4 must both "
+                         f"be measured, each warmed on its own (seed 001 section 2); "
+                         f"{' and '.join(f'C{c}' for c in missing)} missing")
+    if repetitions < MIN_REPETITIONS:
+        raise ValueError(f"--repetitions {repetitions}: at least {MIN_REPETITIONS} repetitions "
+                         "an arm (seed 001 section 2 asks for three off and three on per "
+                         "concurrency; fewer leave the interval's spread to one or two pairs)")
     rng = random.Random(seed)
     steps: list[Step] = []
     for c in concurrencies:
         steps.append(Step(len(steps) + 1, c, None, 0, f"{name}/c{c}/warmup"))
-        counts = dict.fromkeys(ARMS, 0)
-        for arm in draw(repetitions, rng):
-            counts[arm] += 1
-            steps.append(Step(len(steps) + 1, c, arm, counts[arm],
-                              f"{name}/c{c}/{arm}-{counts[arm]}"))
+        for number, pair in enumerate(draw(repetitions, rng), 1):
+            for arm in pair:
+                steps.append(Step(len(steps) + 1, c, arm, number, f"{name}/c{c}/{arm}-{number}"))
     return steps
 
 

@@ -58,7 +58,7 @@ def figure(doc: Mapping[str, Any]) -> Any:
         _repetitions(fig.add_subplot(grid[0, i]), doc, result)
     _differences(fig.add_subplot(grid[1, :]), doc)
     fig.suptitle(f"Observer cost on the {what_ran(doc)}: {doc['name']} "
-                 f"({doc['repetitions']} repetitions an arm, order from seed {doc['seed']})",
+                 f"({doc['repetitions']} pairs, order from seed {doc['seed']})",
                  fontsize=11)
     return fig
 
@@ -152,8 +152,8 @@ def _differences(ax: Any, doc: Mapping[str, Any]) -> None:
     ax.set_ylim(len(labels) - 0.4, -0.6)
     left, right = ax.get_xlim()
     ax.set_xlim(min(left, -1.0), max(right, 1.0) + (right - left) * 0.45)
-    ax.set_xlabel(f"on arm's mean latency over the off arm's, minus 1 (%), with its {level:.0f} % "
-                  "interval from the repetitions")
+    ax.set_xlabel(f"on over off within each pair, geometric mean, minus 1 (%), with its "
+                  f"{level:.0f} % interval from the pairs")
     ax.grid(axis="x", alpha=0.3)
     ax.set_title("The difference, per concurrency and source (grey: the interval includes 0)",
                  fontsize=10)

@@ -17,7 +17,7 @@ PLOT_MISSING = ("no picture: matplotlib is not installed; install the plot extra
 VERDICT_WORDS = {"cost_resolved": "cost resolved", "faster_resolved": "on faster (suspect)",
                  "not_resolved": "not resolved", "cannot_conclude": "cannot conclude"}
 MARK = {True: "yes", False: "**no**", None: "not evaluated"}
-CHECKS = ("switch", "bracketed", "phase_valid", "failed_requests", "output_length",
+CHECKS = ("switch", "switch_verified", "bracketed", "phase_valid", "failed_requests", "output_length",
           "dropped_requests", "ranks", "incarnation", "clock_anchors")
 
 
@@ -79,8 +79,10 @@ def markdown(doc: Mapping[str, Any], picture: str | None, missing: str | None) -
         out.append(f"  C{c}: {', '.join(names)}")
     source = "the engine's latency histogram" if doc["latency_source"] == "engine" else \
         "the client's clock"
-    out += [f"- judged on {source}; interval {doc['level'] * 100:.0f} % (Welch t on the log of "
-            "the ratio of the arms' repetition means)", ""]
+    out += [f"- judged on {source}; interval {doc['level'] * 100:.0f} % (t on the logs of the "
+            "pairs' ratios: each pair's on repetition over its off repetition)",
+            f"- the switch verified by `{doc.get('witness') or '(none)'}` after every switch and "
+            "every repetition", ""]
     if not doc["complete"]:
         out += [f"**Incomplete**: {doc['stopped']}. Steps not run are listed as such.", ""]
     out += _results(doc)
@@ -107,7 +109,8 @@ def _results(doc: Mapping[str, Any]) -> list[str]:
                    f"{_interval(r['by_source']['engine'])} | "
                    f"{_interval(r['by_source']['client'])} | {_interval(r['throughput'])} | "
                    f"{sum(s['valid'] for s in reps)} of {len(reps)} |")
-    out += ["", "On vs off is the on arm's mean over the off arm's, minus 1, with its interval in "
+    out += ["", "On vs off is the pairs' geometric mean ratio (each pair's on repetition over its "
+            "off repetition), minus 1, with its interval in "
             "brackets; throughput is answered requests per second at the client.", ""]
     out += [f"- **C{r['concurrency']}**: {r['sentence']}" for r in doc["results"]]
     return [*out, ""]
@@ -179,7 +182,7 @@ def _clocks(doc: Mapping[str, Any]) -> list[str]:
 def _limits(doc: Mapping[str, Any]) -> list[str]:
     n = doc["repetitions"]
     out = ["## What this does not show", "",
-           f"- The interval comes from {n} repetitions an arm: their spread, not a model of the "
+           f"- The interval comes from {n} pairs of repetitions: their spread, not a model of the "
            "machine. A difference that is not resolved bounds the cost by the interval's upper "
            "end; it never shows that observing costs nothing.",
            "- The latencies are whole requests, from the engine's histogram and from the "

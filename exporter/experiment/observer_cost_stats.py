@@ -1,15 +1,22 @@
-"""The arithmetic of `observer-cost`: the on arm's mean latency over the off arm's, with an
-interval from the repetitions themselves. Pure functions, no I/O.
+"""The arithmetic of `observer-cost`: what the observer costs, as the ratio of each pair's on
+repetition to its off repetition, with an interval from the pairs themselves. Pure functions, no
+I/O.
 
-The interval is a Welch t-interval on the log of that ratio. Each arm contributes the variance of
-the log of its mean, estimated by the delta method as its repetition means' squared coefficient
-of variation over their number; the t quantile is taken at the Welch-Satterthwaite degrees of
-freedom. Why this and not a bootstrap over repetitions: with three repetitions an arm has ten
-distinct bootstrap resamples, and a percentile interval over them takes the spread of three values
-as the truth, so it comes out too narrow; the t quantile at two to four degrees of freedom is what
+The plan (observer_cost_plan) runs the repetitions in pairs, one off and one on, back to back in
+an order drawn for each pair. The statistic follows that design: each pair gives the log of its
+on repetition's mean over its off repetition's; the estimate is their mean (mapped back, the
+pairs' geometric mean ratio, minus 1) and the interval a t-interval on them with n - 1 degrees of
+freedom. Why pairs: a shared machine's load, a warming cache or a neighbour drift over minutes,
+and an interval from the two arms' spreads taken apart (the Welch interval this replaced) counts
+that drift as the observer's effect whenever the draw happens to put one arm more often where the
+machine was slow; in simulated A/A runs with such drift it called one run in six or more a
+resolved difference at zero cost (tests/experiment/test_observer_cost_calibration.py). Within a
+pair the drift has had no time to act, and what it does between pairs is in the pairs' spread.
+Why not a bootstrap: three pairs have ten distinct resamples, and a percentile interval over them
+takes the spread of three values as the truth; the t quantile at two degrees of freedom is what
 pays for estimating a spread from three values. Why the log: an observer's cost is a fraction of
-every request, and a ratio's sampling distribution is skewed; on the log scale it is symmetric, and
-the interval maps back onto ratios exactly. A test checks the coverage on simulated repetitions.
+every request, and a ratio's sampling distribution is skewed; on the log scale it is symmetric,
+and the interval maps back onto ratios exactly.
 
 The t quantile is computed here (the regularized incomplete beta function by its continued
 fraction, then bisection) rather than by scipy: one quantile does not justify scipy in the
@@ -114,23 +121,26 @@ class Difference:
         return self.low > 0 or self.high < 0
 
 
-def difference(on: Sequence[float], off: Sequence[float], level: float = LEVEL) -> Difference | None:
-    """The on arm's mean over the off arm's, minus 1, with its Welch t-interval on the log scale;
-    None with fewer than two repetitions in either arm or a mean that is not positive."""
-    if len(on) < 2 or len(off) < 2:
+MIN_PAIRS = 3  # seed 001 section 2: three off and three on repetitions per concurrency
+
+
+def difference(on: Sequence[float], off: Sequence[float],
+               level: float = LEVEL) -> Difference | None:
+    """The pairs' geometric mean ratio of on over off, minus 1, with its t-interval on the log
+    scale: `on[i]` and `off[i]` are the i-th pair's repetitions. None with fewer than two pairs,
+    arms of different lengths, a value that is not positive, or pairs whose ratios are all equal
+    (no spread to build an interval from: nothing is claimed)."""
+    if len(on) != len(off) or len(on) < 2 or min(*on, *off) <= 0:
         return None
-    a, b = Spread.of(on), Spread.of(off)
-    if a.mean <= 0 or b.mean <= 0 or a.cv is None or b.cv is None:
+    logs = [math.log(a / b) for a, b in zip(on, off, strict=True)]
+    n = len(logs)
+    mean, sd = statistics.fmean(logs), statistics.stdev(logs)
+    if sd == 0.0:
         return None
-    ratio = a.mean / b.mean
-    va, vb = a.cv ** 2 / a.n, b.cv ** 2 / b.n
-    se = math.sqrt(va + vb)
-    if se == 0.0:  # identical repetitions: no spread to build an interval from
-        df = float(a.n + b.n - 2)
-        return Difference(ratio - 1, ratio - 1, ratio - 1, level, df, 0.0)
-    df = (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1))
+    se = sd / math.sqrt(n)
+    df = float(n - 1)
     t = t_quantile(0.5 + level / 2.0, df)
-    return Difference(ratio - 1, ratio * math.exp(-t * se) - 1, ratio * math.exp(t * se) - 1,
+    return Difference(math.expm1(mean), math.expm1(mean - t * se), math.expm1(mean + t * se),
                       level, df, t)
 
 

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.e2e  # each test runs the command as a process
 
 
 def run(tmp_path: Path, bodies: list[dict[str, object]], *extra: str,
+        witness: tuple[str, ...] = ("--witness", "snapshot:simulator.trace.enabled"),
         ) -> subprocess.CompletedProcess[str]:
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(b) + "\n" for b in bodies))
@@ -22,7 +23,7 @@ def run(tmp_path: Path, bodies: list[dict[str, object]], *extra: str,
     return subprocess.run(
         [PYTHON, "-m", "exporter", "observer-cost", "--engine-url", "http://127.0.0.1:9",
          "--sidecar", "http://127.0.0.1:9", "--token-file", str(token), "--corpus", str(corpus),
-         "--on", "true", "--off", "true", "--out", str(tmp_path / "out"), *extra],
+         "--on", "true", "--off", "true", "--out", str(tmp_path / "out"), *witness, *extra],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -41,10 +42,29 @@ def test_bad_input_exits_2_with_nothing_sent(tmp_path: Path, bodies: list[dict[s
     assert not (tmp_path / "out" / "plan.json").exists()
 
 
-def test_one_repetition_an_arm_is_refused(tmp_path: Path) -> None:
-    done = run(tmp_path, [{"prompt": "a", "max_tokens": 8}], "--repetitions", "1")
-    assert done.returncode == 2 and "--repetitions / HELIOS_EXPORTER_REPETITIONS: must be 2 or more, got 1" \
-        in done.stderr
+@pytest.mark.parametrize(("extra", "message"), [
+    (("--repetitions", "2"), "--repetitions / HELIOS_EXPORTER_REPETITIONS: at least 3 "
+     "repetitions an arm (seed 001 section 2: three off and three on per concurrency), got 2"),
+    (("--repetitions", "1"), "at least 3 repetitions an arm"),
+    (("--concurrency", "1"), "--concurrency 1: C1 and C4 must both be measured, each warmed on "
+     "its own (seed 001 section 2); C4 missing"),
+    (("--concurrency", "4,8"), "C1 missing"),
+    (("--warmup", "0"), "--warmup / HELIOS_EXPORTER_WARMUP: each concurrency is warmed before "
+     "it is measured (seed 001 section 2): at least 1 warm-up request, got 0"),
+    (("--witness", "trace"), "--witness 'trace': give snapshot:PATH, "
+     "metric:NAME{LABEL=\"V\"} or command:CMD"),
+])
+def test_a_run_seed_001_would_not_accept_is_refused(tmp_path: Path, extra: tuple[str, ...],
+                                                    message: str) -> None:
+    done = run(tmp_path, [{"prompt": "a", "max_tokens": 8}], *extra)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert not (tmp_path / "out" / "plan.json").exists()
+
+
+def test_without_a_witness_nothing_runs(tmp_path: Path) -> None:
+    done = run(tmp_path, [{"prompt": "a", "max_tokens": 8}], witness=())
+    assert done.returncode == 2 and "--witness" in done.stderr and "required" in done.stderr
 
 
 def test_an_unreachable_sidecar_stops_it_before_the_plan_is_used(tmp_path: Path) -> None:

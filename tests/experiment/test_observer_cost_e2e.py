@@ -21,6 +21,7 @@ from tools.harness import PYTHON, ROOT, Procs, wait_until
 
 pytestmark = pytest.mark.e2e
 TOKEN = "observer-Token-0123456789abcdef"
+WITNESS = "snapshot:simulator.trace.enabled"
 
 
 def stack(procs: Procs, work: Path, cost: float) -> tuple[str, str, Path]:
@@ -48,7 +49,7 @@ def observer_cost(engine: str, sidecar: str, token: Path, work: Path, *args: str
         [PYTHON, "-m", "exporter", "observer-cost", "--engine-url", engine, "--sidecar", sidecar,
          "--token-file", str(token), "--corpus", str(corpus), "--out", str(out),
          "--on", trace + " '{\"enabled\": true}'", "--off", trace + " '{\"enabled\": false}'",
-         "--seed", "7", "--name", "t", *args],
+         "--witness", WITNESS, "--seed", "7", "--name", "t", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     doc = json.loads((out / "observer-cost.json").read_text())
     return done, doc
@@ -114,15 +115,17 @@ def test_a_drop_a_short_output_a_clock_jump_and_a_restart_each_invalidate_their_
     arm(engine, "short", 18)  # request 19: repetition 2
     arm(engine, "clock_jump", 26, seconds=30)  # request 27: repetition 3
     arm(engine, "restart", 34)  # request 35: repetition 4
-    done, doc = observer_cost(engine, sidecar, token, tmp_path, "--concurrency", "1",
-                              "--repetitions", "2", "--requests", "8")
+    done, doc = observer_cost(engine, sidecar, token, tmp_path, "--requests", "8")
     assert done.returncode == 1, done.stderr
     reps = [s for s in doc["steps"] if s["arm"] is not None]
     failing = [{c["check"] for c in s["checks"] if c["ok"] is not True} for s in reps]
     assert failing[0] == {"failed_requests", "dropped_requests"}
     assert failing[1] == {"output_length"}
     assert failing[2] == {"clock_anchors"}
-    assert failing[3] == {"phase_valid", "dropped_requests", "incarnation"}
+    # The restart also switched the trace off (every incarnation starts with it off).
+    assert failing[3] - {"switch_verified"} == {"phase_valid", "dropped_requests",
+                                                "incarnation"}
+    assert ("switch_verified" in failing[3]) is (reps[3]["arm"] == "on")
     assert next(c for c in reps[3]["checks"] if c["check"] == "dropped_requests")["ok"] is None
     assert reps[3]["figures"]["engine"]["mean"] is None  # across a restart: no engine figure
     details = {c["check"]: c["detail"] for s in reps[:3] for c in s["checks"]
@@ -133,15 +136,54 @@ def test_a_drop_a_short_output_a_clock_jump_and_a_restart_each_invalidate_their_
     assert "32 tokens" in details["output_length"]
     assert "engine's clock stepped by at least +29" in details["clock_anchors"]
     assert "the engine restarted" in details["incarnation"]
-    (result,) = doc["results"]
-    assert result["verdict"] == "cannot_conclude"
-    assert result["estimate"] is None and result["low"] is None and not result["resolved"]
-    assert [i["phase"] for i in result["invalid"]] == [s["phase"] for s in reps]
+    # Every later repetition is of another incarnation than the run began with: invalid too.
+    assert all("incarnation" in f for f in failing[4:])
+    for r in doc["results"]:
+        assert r["verdict"] == "cannot_conclude"
+        assert r["estimate"] is None and r["low"] is None and not r["resolved"]
+        assert [i["phase"] for i in r["invalid"]] == [
+            s["phase"] for s in reps if s["concurrency"] == r["concurrency"]]
     assert not doc["conclusive"]
     # Kept and shown: every invalid repetition's figures are in the report.
     md = (tmp_path / "out" / "observer-cost.md").read_text()
     assert all(f"`{s['phase']}` | {s['arm']} | **no**" in md for s in reps)
-    assert "Cannot conclude: 4 repetition(s) are invalid" in done.stdout
+    assert "C1: Cannot conclude: 6 repetition(s) are invalid" in done.stdout
+
+
+def test_a_switch_the_engine_does_not_show_is_not_a_measurement(procs: Procs,
+                                                                 tmp_path: Path) -> None:
+    engine, sidecar, token = stack(procs, tmp_path, 0.05)
+    corpus = tmp_path / "fixture.jsonl"
+    corpus.write_text(subprocess.run([PYTHON, "-m", "simulator", "corpus", "fixture-1024"],
+                                     cwd=ROOT, capture_output=True, text=True, check=True,
+                                     timeout=60).stdout)
+
+    def command(out: str, witness: str, on: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [PYTHON, "-m", "exporter", "observer-cost", "--engine-url", engine, "--sidecar",
+             sidecar, "--token-file", str(token), "--corpus", str(corpus), "--out",
+             str(tmp_path / out), "--on", on, "--off", "true", "--witness", witness,
+             "--requests", "4", "--seed", "7", "--name", out],
+            cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+
+    # A witness the engine does not have: refused before anything is sent.
+    done = command("absent", "snapshot:simulator.tracing", "true")
+    assert done.returncode == 2, done.stderr
+    assert ("--witness snapshot:simulator.tracing: the engine's snapshot has no "
+            "simulator.tracing: the switch could not be verified") in done.stderr
+    assert not (tmp_path / "absent" / "plan.json").exists()
+    # An --on command that exits 0 and switches nothing: every on repetition is invalid.
+    done = command("inert", WITNESS, "true")
+    assert done.returncode == 1, done.stderr
+    doc = json.loads((tmp_path / "inert" / "observer-cost.json").read_text())
+    for r in doc["results"]:
+        assert r["verdict"] == "cannot_conclude" and r["estimate"] is None
+        assert {i["phase"].rsplit("/", 1)[1][:2] for i in r["invalid"]} == {"on"}
+        assert all(i["failing"] == [
+            "switch_verified: snapshot:simulator.trace.enabled was false after the switch and "
+            "false after the repetition; the observer should have been on throughout"]
+            for i in r["invalid"])
+    assert all(s["valid"] for s in doc["steps"] if s["arm"] != "on")
 
 
 def test_a_failing_switch_stops_the_run_and_the_report_says_so(procs: Procs,
@@ -155,20 +197,20 @@ def test_a_failing_switch_stops_the_run_and_the_report_says_so(procs: Procs,
     done = subprocess.run(
         [PYTHON, "-m", "exporter", "observer-cost", "--engine-url", engine, "--sidecar", sidecar,
          "--token-file", str(token), "--corpus", str(corpus), "--out", str(out), "--on",
-         "echo cannot reach the tracer; exit 3", "--off", "true", "--concurrency", "1",
-         "--repetitions", "2", "--requests", "4", "--seed", "7", "--name", "s"],
+         "echo cannot reach the tracer; exit 3", "--off", "true", "--witness", WITNESS,
+         "--requests", "4", "--seed", "7", "--name", "s"],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 1, done.stderr
     assert "stopping: the --on command before s/c1/on-1 exited 3" in done.stderr
     doc = json.loads((out / "observer-cost.json").read_text())
     assert not doc["complete"] and "exited 3" in doc["stopped"]
-    (result,) = doc["results"]
-    assert result["verdict"] == "cannot_conclude"
+    c1, c4 = doc["results"]
+    assert c1["verdict"] == c4["verdict"] == "cannot_conclude"
     plan = [s["phase"] for s in json.loads((out / "plan.json").read_text())["steps"]]
     # the repetition whose switch failed is invalid; those after it were not run
-    assert [i["phase"] for i in result["invalid"]] == ["s/c1/on-1"]
-    assert result["not_run"] == [p for p in plan[plan.index("s/c1/on-1") + 1:]
-                                 if "warmup" not in p]
+    assert [i["phase"] for i in c1["invalid"]] == ["s/c1/on-1"] and c4["invalid"] == []
+    assert c1["not_run"] + c4["not_run"] == [p for p in plan[plan.index("s/c1/on-1") + 1:]
+                                             if "warmup" not in p]
     ran = [s["phase"] for s in doc["steps"] if s.get("begin")]
     assert ran == plan[:plan.index("s/c1/on-1")]  # everything before the first on, no more
     assert all(s["stopped"] for s in doc["steps"] if s["phase"] not in ran
