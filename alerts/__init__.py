@@ -1,4 +1,4 @@
-"""The Helios alerting and recording rules as code; `python alerts/generate.py` writes them.
+"""The Helios alerting and recording rules as code; `scripts/generate alerts` writes them.
 
 Laid out like kubernetes-mixin: `config` reads alerts/config.yaml, `promql` and `templates` hold
 the expression and annotation building blocks, `groups/` has one module per rule group, `runbooks`

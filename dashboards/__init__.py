@@ -1,1 +1,1 @@
-"""Grafana dashboards as code (grafana-foundation-sdk); `python dashboards/generate.py` writes them."""
+"""Grafana dashboards as code (grafana-foundation-sdk); `scripts/generate dashboards` writes them."""

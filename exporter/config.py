@@ -4,8 +4,8 @@ every error at once.
 `OPTIONS` is the one table of serve/check options, in the option model of every command
 (exporter/options.py): each option's kind, default and checks are declared there, and its flag,
 variable, --help line and row of the README's configuration table come from it (the table:
-`python -m exporter.config --markdown`, spliced by scripts/generate; a test fails when they
-drift). `Config` is the typed result; a test holds its fields to OPTIONS. What no single option
+`markdown_table`, spliced by `scripts/generate options`; `scripts/generate --check` fails when
+they drift). `Config` is the typed result; a test holds its fields to OPTIONS. What no single option
 can judge (options that disagree, what the named files hold) is checked in `_validate`.
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -282,7 +281,3 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
 
 def markdown_table(table: Sequence[Option] = OPTIONS) -> str:
     return options.markdown_table(table, lambda opt: ", ".join(opt.commands))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.stdout.write(markdown_table() + "\n")

@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from simulator.slabs import SlabPool
 
-if TYPE_CHECKING:
-    from simulator.index import Node
+
+class Node(Protocol):
+    """What the audit reads of simulator.index.Node (a protocol: the index imports the audit,
+    so the audit does not import the index back)."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def parent(self) -> Node | None: ...
+    @property
+    def blocks(self) -> Sequence[object]: ...
+    @property
+    def pages(self) -> Sequence[int]: ...
+    @property
+    def depth(self) -> int: ...
+    @property
+    def children(self) -> Mapping[Any, Node]: ...
+    @property
+    def row(self) -> int | None: ...
+    @property
+    def durable(self) -> bool: ...
+    @property
+    def pins(self) -> int: ...
 
 
 def audit_index(nodes: Iterable[Node], pool: SlabPool) -> list[str]:

@@ -60,3 +60,14 @@ def tracked_copy(dest: Path) -> Path:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)
     return dest
+
+
+def run_generate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """`scripts/generate *argv` (tools/generate.py, the one entry of every generator) in this
+    process: its exit status, stdout (the diffs) and stderr (what it says)."""
+    from tools import generate
+
+    capsys.readouterr()
+    status = generate.main(list(argv))
+    out = capsys.readouterr()
+    return status, out.out, out.err

@@ -27,16 +27,6 @@ def _tracked() -> list[str]:
     return found
 
 
-def test_every_user_of_the_drift_checker_is_registered() -> None:
-    """A script that writes generated files through tools.generated.sync is in GENERATORS."""
-    users = {name for name in _tracked() if name.endswith(".py") and name != "tools/generate.py"
-             and not name.startswith("tests/")
-             and "from tools.generated import" in (ROOT / name).read_text(encoding="utf-8")}
-    commands = " ".join(g.command for g in generate.GENERATORS)
-    assert users, "nobody imports tools.generated"
-    assert {u for u in users if u not in commands} == set()
-
-
 def test_every_golden_test_is_registered() -> None:
     golden = {name for name in _tracked() if name.startswith("tests/") and name.endswith(".py")
               and name not in ("tests/conftest.py", "tests/helpers.py", "tests/test_generate.py")

@@ -16,7 +16,9 @@ Two kinds of generator:
   pictures) runs real processes and is not byte-stable, so `--check` names it as not checked.
 
 A new generator is one entry in GENERATORS, in the order that its inputs are written: a derived
-one is a function of the repository root. Each also runs alone (its `command`).
+one is a function of the repository root. Each also runs alone: `scripts/generate NAME`. This is
+the one entry: the generators' modules (alerts/, dashboards/, deploy/, ...) have no command line
+of their own and import nothing from tools/ (tests/test_imports.py holds that).
 """
 
 from __future__ import annotations
@@ -46,8 +48,12 @@ REGENERATE = "scripts/generate"
 @dataclass(frozen=True)
 class Derived:
     name: str
-    command: str  # how to run it alone
     files: Callable[[Path], Mapping[str, str]]  # repository root -> {relative path: text}
+
+    @property
+    def command(self) -> str:
+        """How to run it alone."""
+        return f"{REGENERATE} {self.name}"
 
 
 @dataclass(frozen=True)
@@ -219,21 +225,21 @@ GOLDEN_TESTS = (
 _PYTEST = (PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *GOLDEN_TESTS)
 
 GENERATORS: tuple[Generator, ...] = (
-    Derived("alerts", "python alerts/generate.py", _alerts),
-    Derived("dashboards", "python dashboards/generate.py", _dashboards),
-    Derived("dashboard-docs", "scripts/generate dashboard-docs", _dashboard_docs),
-    Derived("deploy", "python deploy/generate.py", _deploy),  # reads alerts/ and dashboards/
-    Derived("mixin", "python alerts/mixin.py", _mixin),  # reads alerts/ and dashboards/
-    Derived("options", "python -m exporter.config --markdown", _options),
-    Derived("interface", "scripts/generate interface", _interface),  # metric and alert tables
-    Derived("collector-table", "scripts/generate collector-table", _collector_table),
-    Derived("event-table", "scripts/generate event-table", _event_table),
-    Derived("snapshot-schema", "scripts/generate snapshot-schema", _snapshot_schema),
-    Derived("gate-inputs", "scripts/generate gate-inputs", _gate_inputs),
-    Derived("contract-example-v3", "scripts/generate contract-example-v3", _contract_example_v3),
-    Derived("simulator-snapshots", "scripts/generate simulator-snapshots", _simulator_snapshots),
-    Derived("benchmarks", "python bench/report.py bench/results/latest.json", _benchmarks),
-    Derived("scale", "python bench/report_scale.py --docs docs/scale.md", _scale),
+    Derived("alerts", _alerts),
+    Derived("dashboards", _dashboards),
+    Derived("dashboard-docs", _dashboard_docs),
+    Derived("deploy", _deploy),  # reads alerts/ and dashboards/
+    Derived("mixin", _mixin),  # reads alerts/ and dashboards/
+    Derived("options", _options),
+    Derived("interface", _interface),  # metric and alert tables
+    Derived("collector-table", _collector_table),
+    Derived("event-table", _event_table),
+    Derived("snapshot-schema", _snapshot_schema),
+    Derived("gate-inputs", _gate_inputs),
+    Derived("contract-example-v3", _contract_example_v3),
+    Derived("simulator-snapshots", _simulator_snapshots),
+    Derived("benchmarks", _benchmarks),
+    Derived("scale", _scale),
     Command("goldens", "pytest --update-golden " + " ".join(GOLDEN_TESTS),
             (*_PYTEST, "--update-golden"), _PYTEST, ("tests/golden/**",)),
     Command("experiment-reports", "python -m tools.experiment_reports",

@@ -38,5 +38,5 @@ def amtool() -> str:
 
 @pytest.fixture(scope="session")
 def generate() -> ModuleType:
-    """alerts/generate.py, the generator's entry point, as a module."""
+    """alerts/generate.py, the rules from the config (what `scripts/generate alerts` runs)."""
     return importlib.import_module("alerts.generate")

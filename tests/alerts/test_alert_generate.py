@@ -1,51 +1,60 @@
-"""alerts/generate.py: committed output is current, config changes show up, errors are clear."""
+"""alerts/generate.py (`scripts/generate alerts`): committed output is current, config changes
+show up, errors are clear."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from alerts import render
+from tests.helpers import run_generate
 
-def _run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(root / "alerts/generate.py"), *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=root,
-    )
+Capture = pytest.CaptureFixture[str]
 
 
-@pytest.mark.e2e
-def test_committed_output_is_current(root: Path) -> None:
-    result = _run(root, "--check")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout == ""
+def _run(capsys: Capture, root: Path, *args: str) -> tuple[int, str, str]:
+    """`scripts/generate alerts *args --root root`: exit status, stdout, stderr."""
+    return run_generate(capsys, "alerts", *args, "--root", str(root))
 
 
-@pytest.mark.e2e
-def test_changed_threshold_is_reported_as_drift(root: Path, tmp_path: Path) -> None:
+def _scratch(root: Path, into: Path, config: str | None = None) -> Path:
+    """A scratch root with alerts/config.yaml (or `config`), the committed rule files and the
+    pages the generator splices into."""
+    _copy_docs(root, into)
+    (into / "alerts/optional").mkdir(parents=True)
+    text = (root / "alerts/config.yaml").read_text(encoding="utf-8")
+    (into / "alerts/config.yaml").write_text(config or text, encoding="utf-8")
+    for rel in (render.ALERTS_FILE, render.RECORDING_FILE, render.DCGM_FILE, render.FRAGMENT_FILE):
+        (into / rel).write_bytes((root / rel).read_bytes())
+    return into
+
+
+def test_committed_output_is_current(root: Path, capsys: Capture) -> None:
+    status, out, err = _run(capsys, root, "--check")
+    assert status == 0, out + err
+    assert out == ""
+
+
+def test_changed_threshold_is_reported_as_drift(root: Path, tmp_path: Path,
+                                                capsys: Capture) -> None:
     config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
     changed = config.replace("power_limit_ratio: 0.98", "power_limit_ratio: 0.95")
     assert changed != config
-    (tmp_path / "config.yaml").write_text(changed, encoding="utf-8")
-    result = _run(root, "--check", "--config", str(tmp_path / "config.yaml"))
-    assert result.returncode == 1
-    assert "-          ) >= 0.98" in result.stdout
-    assert "+          ) >= 0.95" in result.stdout
-    assert "docs/alerts.md" in result.stdout  # the thresholds table follows the config
+    status, out, _ = _run(capsys, _scratch(root, tmp_path, changed), "--check")
+    assert status == 1
+    assert "-          ) >= 0.98" in out
+    assert "+          ) >= 0.95" in out
+    assert "docs/alerts.md" in out  # the thresholds table follows the config
 
 
-@pytest.mark.e2e
-def test_write_into_a_fresh_root(root: Path, tmp_path: Path) -> None:
+def test_write_into_a_fresh_root(root: Path, tmp_path: Path, capsys: Capture) -> None:
     runbooks = _copy_docs(root, tmp_path)
-    result = _run(root, "--root", str(tmp_path))
-    assert result.returncode == 0, result.stderr
+    (tmp_path / "alerts").mkdir()
+    (tmp_path / "alerts/config.yaml").write_bytes((root / "alerts/config.yaml").read_bytes())
+    status, _, err = _run(capsys, tmp_path)
+    assert status == 0, err
     for name in (
         "alerts/helios-alerts.yaml",
         "alerts/helios-recording.yaml",
@@ -74,31 +83,28 @@ def test_cluster_label_is_configurable(root: Path, generate: Any) -> None:
     assert "k8s_cluster=%q,job=%q,instance=%q" in text
 
 
-@pytest.mark.e2e
-def test_cluster_label_must_not_repeat_a_target_label(root: Path, tmp_path: Path) -> None:
+def test_cluster_label_must_not_repeat_a_target_label(root: Path, tmp_path: Path,
+                                                      capsys: Capture) -> None:
     config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
     changed = config.replace("cluster_label: cluster", "cluster_label: instance")
     assert changed != config
-    (tmp_path / "config.yaml").write_text(changed, encoding="utf-8")
-    result = _run(root, "--check", "--config", str(tmp_path / "config.yaml"))
-    assert result.returncode == 2
-    assert "cluster_label: 'instance' is also in target_labels" in result.stderr
+    status, _, err = _run(capsys, _scratch(root, tmp_path, changed), "--check")
+    assert status == 2
+    assert "cluster_label: 'instance' is also in target_labels" in err
 
 
-@pytest.mark.e2e
-def test_config_errors_are_reported_together(root: Path, tmp_path: Path) -> None:
+def test_config_errors_are_reported_together(root: Path, tmp_path: Path, capsys: Capture) -> None:
     config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
     broken = (
         config.replace("window_memory: 3h", "window_memory: 1h")
         .replace("at_risk_margin: 15m", "at_risk_margin: soon")
         + "for:\n  HeliosGpuLsot: 1m\n"
     )
-    (tmp_path / "config.yaml").write_text(broken, encoding="utf-8")
-    result = _run(root, "--check", "--config", str(tmp_path / "config.yaml"))
-    assert result.returncode == 2
-    assert "window_memory: must exceed the 90-minute restore bound" in result.stderr
-    assert "restore.at_risk_margin: expected a duration" in result.stderr
-    assert "for: unknown alerts ['HeliosGpuLsot']" in result.stderr
+    status, _, err = _run(capsys, _scratch(root, tmp_path, broken), "--check")
+    assert status == 2
+    assert "window_memory: must exceed the 90-minute restore bound" in err
+    assert "restore.at_risk_margin: expected a duration" in err
+    assert "for: unknown alerts ['HeliosGpuLsot']" in err
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("15m", 900), ("1h30m", 5400)])
@@ -108,18 +114,14 @@ def test_durations(generate: Any, text: str, seconds: int) -> None:
     assert reader.errors == []
 
 
-@pytest.mark.e2e
-def test_snapshot_for_must_stay_below_the_down_grace(root: Path, tmp_path: Path) -> None:
+def test_snapshot_for_must_stay_below_the_down_grace(root: Path, tmp_path: Path,
+                                                     capsys: Capture) -> None:
     """After --down-grace the sidecar opens a window and HeliosEngineSnapshotFailing is silenced."""
     config = (root / "alerts/config.yaml").read_text(encoding="utf-8")
     changed = config + "for:\n  HeliosEngineSnapshotFailing: 1m\n"
-    (tmp_path / "config.yaml").write_text(changed, encoding="utf-8")
-    result = _run(root, "--check", "--config", str(tmp_path / "config.yaml"))
-    assert result.returncode == 2
-    assert (
-        "for.HeliosEngineSnapshotFailing: 1m must be shorter than exporter.down_grace (60s)"
-        in result.stderr
-    )
+    status, _, err = _run(capsys, _scratch(root, tmp_path, changed), "--check")
+    assert status == 2
+    assert "for.HeliosEngineSnapshotFailing: 1m must be shorter than exporter.down_grace (60s)" in err
 
 
 def test_down_grace_matches_the_sidecar_default(root: Path, generate: Any) -> None:
@@ -188,29 +190,28 @@ def _copy_docs(root: Path, into: Path) -> list[Path]:
     return runbooks
 
 
-@pytest.mark.e2e
-def test_a_hand_edited_set_up_section_is_drift(root: Path, tmp_path: Path) -> None:
+def test_a_hand_edited_set_up_section_is_drift(root: Path, tmp_path: Path, capsys: Capture) -> None:
     """Every runbook's Set up section is generated (alerts/runbook_setup.py): an edit by hand
     is reported, and regenerating puts it back."""
-    _copy_docs(root, tmp_path)
+    _scratch(root, tmp_path)
     runbook = tmp_path / "docs/runbooks/HeliosRestoreCheckFailed.md"
     text = runbook.read_text(encoding="utf-8")
     runbook.write_text(text.replace("/etc/helios-exporter/events/token",
                                     "/etc/helios-exporter/events-token"), encoding="utf-8")
-    result = _run(root, "--check", "--root", str(tmp_path))
-    assert result.returncode == 1
-    assert "docs/runbooks/HeliosRestoreCheckFailed.md (generated)" in result.stdout
-    assert "+TOKEN=$(kubectl" in result.stdout
-    assert _run(root, "--root", str(tmp_path)).returncode == 0
+    status, out, _ = _run(capsys, tmp_path, "--check")
+    assert status == 1
+    assert "docs/runbooks/HeliosRestoreCheckFailed.md (generated)" in out
+    assert "+TOKEN=$(kubectl" in out
+    assert _run(capsys, tmp_path)[0] == 0
     assert runbook.read_text(encoding="utf-8") == text
 
 
-@pytest.mark.e2e
-def test_a_runbook_without_the_set_up_markers_is_an_error(root: Path, tmp_path: Path) -> None:
-    _copy_docs(root, tmp_path)
+def test_a_runbook_without_the_set_up_markers_is_an_error(root: Path, tmp_path: Path,
+                                                         capsys: Capture) -> None:
+    _scratch(root, tmp_path)
     runbook = tmp_path / "docs/runbooks/HeliosGpuLost.md"
     runbook.write_text(runbook.read_text(encoding="utf-8").replace("<!-- END GENERATED: setup -->", ""),
                        encoding="utf-8")
-    result = _run(root, "--check", "--root", str(tmp_path))
-    assert result.returncode == 2
-    assert "HeliosGpuLost.md: marker" in result.stderr
+    status, _, err = _run(capsys, tmp_path, "--check")
+    assert status == 2
+    assert "HeliosGpuLost.md: marker" in err

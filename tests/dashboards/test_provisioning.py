@@ -68,5 +68,5 @@ def test_docs_describe_every_dashboard_and_the_provisioning(dashboards: dict[str
         assert dashboards[name]["uid"] in docs
         missing = [p["title"] for p in panels(dashboards[name]) if p["title"] not in docs]
         assert missing == [], f"{name}: panels not described in docs/dashboards.md"
-    assert "python dashboards/generate.py" in docs
+    assert "scripts/generate dashboards" in docs
     assert "deploy/grafana/provisioning" in docs

@@ -1,26 +1,20 @@
-"""deploy/generate.py: the PrometheusRule and the dashboards ConfigMap are exactly alerts/ and
-dashboards/, and the committed files are what the generator writes now."""
+"""deploy/generate.py (`scripts/generate deploy`): the PrometheusRule and the dashboards
+ConfigMap are exactly alerts/ and dashboards/, and the committed files are what the generator
+writes now."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.helpers import run_generate
+
 from .conftest import KUBE, ROOT, find, load_docs
-
-GENERATE = ROOT / "deploy" / "generate.py"
-
-
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(GENERATE), *args], capture_output=True, text=True,
-                          timeout=60, check=False)
 
 
 def _rules_in_alerts() -> list[tuple[str, str, str]]:
@@ -37,10 +31,9 @@ def _rules_in_alerts() -> list[tuple[str, str, str]]:
     return rules
 
 
-@pytest.mark.e2e
-def test_committed_files_are_current() -> None:
-    result = _run("--check")
-    assert result.returncode == 0, f"run `python deploy/generate.py`:\n{result.stdout}{result.stderr}"
+def test_committed_files_are_current(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run_generate(capsys, "deploy", "--check")
+    assert status == 0, f"run `scripts/generate`:\n{out}{err}"
 
 
 def test_prometheusrule_carries_exactly_the_rules_of_alerts() -> None:
@@ -81,42 +74,46 @@ def _scratch_repo(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.e2e
-def test_check_fails_when_a_rule_is_added_without_regenerating(tmp_path: Path) -> None:
+def _run(capsys: pytest.CaptureFixture[str], root: Path, *args: str) -> tuple[int, str, str]:
+    return run_generate(capsys, "deploy", *args, "--root", str(root))
+
+
+def test_check_fails_when_a_rule_is_added_without_regenerating(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = _scratch_repo(tmp_path)
-    assert _run("--check", "--root", str(root)).returncode == 0
+    assert _run(capsys, root, "--check")[0] == 0
     path = root / "alerts" / "helios-alerts.yaml"
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     doc["groups"][0]["rules"].append({"alert": "HeliosSomethingNew", "expr": "vector(1)"})
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    result = _run("--check", "--root", str(root))
-    assert result.returncode == 1
-    assert "+      - alert: HeliosSomethingNew" in result.stdout or "HeliosSomethingNew" in result.stdout
+    status, out, _ = _run(capsys, root, "--check")
+    assert status == 1
+    assert "+      - alert: HeliosSomethingNew" in out or "HeliosSomethingNew" in out
     # ... and regenerating fixes it.
-    assert _run("--root", str(root)).returncode == 0
-    assert _run("--check", "--root", str(root)).returncode == 0
+    assert _run(capsys, root)[0] == 0
+    assert _run(capsys, root, "--check")[0] == 0
     (rule,) = load_docs(root / "deploy" / "kubernetes" / "prometheusrule.yaml")
     assert "HeliosSomethingNew" in {r.get("alert") for g in rule["spec"]["groups"] for r in g["rules"]}
 
 
-@pytest.mark.e2e
-def test_check_fails_when_a_dashboard_is_added_without_regenerating(tmp_path: Path) -> None:
+def test_check_fails_when_a_dashboard_is_added_without_regenerating(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = _scratch_repo(tmp_path)
     (root / "dashboards" / "zz-new.json").write_text('{"title": "new"}\n', encoding="utf-8")
-    assert _run("--check", "--root", str(root)).returncode == 1
-    assert _run("--root", str(root)).returncode == 0
+    assert _run(capsys, root, "--check")[0] == 1
+    assert _run(capsys, root)[0] == 0
     (cm,) = load_docs(root / "deploy" / "kubernetes" / "dashboards-configmap.yaml")
     assert cm["data"]["zz-new.json"] == '{"title": "new"}\n'
 
 
-@pytest.mark.e2e
-def test_duplicate_group_names_are_refused(tmp_path: Path) -> None:
+def test_duplicate_group_names_are_refused(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     root = _scratch_repo(tmp_path)
     src = root / "alerts" / "helios-alerts.yaml"
     shutil.copy(src, root / "alerts" / "helios-copy.yaml")
-    result = _run("--check", "--root", str(root))
-    assert result.returncode == 2
-    assert "is in both" in result.stderr
+    status, _, err = _run(capsys, root, "--check")
+    assert status == 2
+    assert "is in both" in err
 
 
 def test_dashboards_configmap_holds_every_dashboard_verbatim() -> None:

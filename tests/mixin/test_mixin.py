@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import yaml
 
 from alerts import render
 from alerts.generate import load_config
-from tests.helpers import missing
+from tests.helpers import missing, run_generate
 
 pytestmark = pytest.mark.e2e  # every test runs jsonnet or the generator
 
@@ -76,10 +75,9 @@ def python_render(tmp_path: Path, changes: dict[str, Any]) -> dict[str, str]:
             "heliosDcgmRules": render.render_dcgm(config)}
 
 
-def test_generated_files_are_current() -> None:
-    result = subprocess.run([sys.executable, str(ROOT / "alerts/mixin.py"), "--check"],
-                            capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_generated_files_are_current(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run_generate(capsys, "mixin", "--check")
+    assert status == 0, out + err
 
 
 @pytest.mark.parametrize("field", sorted(SHIPPED))
