@@ -36,15 +36,9 @@ EVICTED_BY: Final = ("row", "page", "ancestor_compaction")
 TOKEN_SOURCES: Final = ("computed", "gpu_prefix", "host_restored")
 # `helios_exporter_snapshot_fields_dropped_total{field}`: identity fields left out of a snapshot
 # (always exported), and v3 sections left out because they broke the schema or a histogram rule
-# (exported once one was: docs/interface.md section 4.5).
+# (exported once one was: docs/interface.md section 4.5; exporter.snapshot_schema.V3_SECTIONS).
 IDENTITY_FIELDS: Final = ("image_digest", "container_id", "package", "checkpoint")
 DROPPABLE_FIELDS: Final = tuple(f"identity.{k}" for k in IDENTITY_FIELDS)
-V3_SECTIONS: Final = (
-    "offload.host.store_outcomes", "offload.host.stored_bytes", "offload.host.restore_transfers",
-    *(f"offload.evictions.{p}.{h}" for p in PRESSURES for h in ("age_seconds", "idle_seconds")),
-    "offload.lookups.blocked_tokens", "offload.lookups.evicted_by", "offload.geometry",
-    "offload.prompt_tokens",
-)
 PINS: Final = ("image_digest", "package", "checkpoint", "ranks", "power_limit")
 GEOMETRY_RULES: Final = ("slabs_within_budget", "resident_within_budget", "lookups_accounted",
                          "record_bytes_match_layout")

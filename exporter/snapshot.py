@@ -5,7 +5,8 @@ typed parsing.
 `path` names the offending field (`offload.slabs.row.free`). Unknown fields are ignored; a section
 the engine leaves out is `None` here, so its metrics stay absent rather than reading 0.
 
-Schema 3 is schema 1 with optional additions (labels.V3_SECTIONS). A v3 addition that breaks the
+Schema 3 is schema 1 with optional additions (V3_SECTIONS); both schemas, the sections and the
+histograms' keys come from one source (exporter/schema_source.py). A v3 addition that breaks the
 schema, or a histogram whose buckets could not be a Prometheus histogram, is left out of the
 snapshot and named in `dropped_fields` (counted by the sidecar), rather than failing the whole
 snapshot: a failed snapshot reads as an unreachable engine. A schema 1 snapshot's v3 fields are
@@ -23,12 +24,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
-from importlib import resources
 from typing import Any, Literal
 
 import jsonschema
 
-from exporter.labels import IDENTITY_FIELDS, V3_SECTIONS, ErrorReason
+from exporter import snapshot_schema
+from exporter.labels import IDENTITY_FIELDS, ErrorReason
+from exporter.snapshot_schema import HISTOGRAM_KEYS, SCHEMA_VERSIONS, V3_SECTIONS
 from exporter.sources import json_limits
 
 AdmissionState = Literal["open", "draining", "closed"]
@@ -84,25 +86,17 @@ class Lookups:
 
 
 @dataclass(frozen=True, slots=True)
-class HostTier:
-    stores: int | None
-    tokens_restored: int | None
-    prompt_tokens_reused: int | None
-
-
-@dataclass(frozen=True, slots=True)
 class Offload:
+    """The offload section. `fields` is the section as the schema validated it: the metric
+    catalogue reads every field by its path there (exporter/catalogue/model.py), so a new field
+    needs no attribute here. The typed attributes are only those the sidecar's own checks read
+    (geometry, derive, the phase captures); each is read somewhere."""
+
     budget_bytes: int | None
     slabs: dict[str, Slab]
-    resident_records: int | None
     resident_bytes: int | None
     evictions: dict[str, Evictions]
-    retired_leaves: dict[str, int]
-    ancestor_row_compactions: int | None
     lookups: Lookups | None
-    host: HostTier | None
-    # The section as the schema validated it: the metric catalogue reads a field by its path
-    # (exporter/catalogue/model.py), so a new field needs no attribute here.
     fields: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -126,16 +120,12 @@ class Snapshot:
     engine: str | None = None
 
 
-SCHEMA_VERSIONS = (1, 3)  # what this sidecar reads (there is no 2)
-
 
 @cache
 def schema(version: int = 1) -> dict[str, Any]:
-    """The JSON Schema of snapshot `version` (1 or 3) shipped in the package."""
-    name = f"snapshot-v{version}.schema.json"
-    loaded: dict[str, Any] = json.loads(
-        resources.files("exporter.schema").joinpath(name).read_text())
-    return loaded
+    """The JSON Schema of snapshot `version` (1 or 3): the package's exporter/schema/ files hold
+    the same, written from the same source."""
+    return snapshot_schema.schema(version)
 
 
 @cache
@@ -220,10 +210,7 @@ def snapshot_from_obj(obj: Any) -> Snapshot:
 _V3_PATHS: tuple[tuple[str, ...], ...] = tuple(tuple(s.split(".")) for s in V3_SECTIONS)
 # Histogram additions: their count, sum and buckets keys (docs/snapshot.md, "Schema v3").
 _HISTOGRAM_KEYS: dict[tuple[str, ...], tuple[str, str, str]] = {
-    ("offload", "host", "restore_transfers"): ("count", "seconds_sum", "seconds_buckets")}
-for _p in _V3_PATHS:
-    if _p[-1] in ("age_seconds", "idle_seconds"):
-        _HISTOGRAM_KEYS[_p] = ("count", "sum", "buckets")
+    tuple(path.split(".")): keys for path, keys in HISTOGRAM_KEYS.items()}
 
 
 def _get(obj: Any, path: tuple[str, ...]) -> Any:
@@ -449,9 +436,6 @@ def _build_offload(off: dict[str, Any]) -> Offload:
             k: int(raw[k]) for k in ("evicted", "pinned", "non_durable", "no_eligible") if k in raw
         }
         evictions[pressure] = Evictions(int(raw["attempts"]), outcomes)
-    retired = {
-        k: int(v) for k, v in (off.get("retired_leaves") or {}).items() if k in ("row", "page")
-    }
     resident = off.get("resident") or {}
     lookups = None
     if (raw_lookups := off.get("lookups")) is not None:
@@ -461,22 +445,11 @@ def _build_offload(off: dict[str, Any]) -> Offload:
             hits=_opt_int(raw_lookups, "hits"),
             misses=None if misses is None else {str(k): int(v) for k, v in misses.items()},
         )
-    host = None
-    if (raw_host := off.get("host")) is not None:
-        host = HostTier(
-            _opt_int(raw_host, "stores"),
-            _opt_int(raw_host, "tokens_restored"),
-            _opt_int(raw_host, "prompt_tokens_reused"),
-        )
     return Offload(
         budget_bytes=_opt_int(off, "budget_bytes"),
         slabs=slabs,
-        resident_records=_opt_int(resident, "records"),
         resident_bytes=_opt_int(resident, "bytes"),
         evictions=evictions,
-        retired_leaves=retired,
-        ancestor_row_compactions=_opt_int(off, "ancestor_row_compactions"),
         lookups=lookups,
-        host=host,
         fields=copy.deepcopy(off),  # the caller's object may change; this observation not
     )

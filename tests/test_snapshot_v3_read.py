@@ -18,8 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter import catalogue
 from exporter.catalogue.model import kept_bounds
 from exporter.collectors.offload import _offload
-from exporter.labels import V3_SECTIONS, ErrorReason
+from exporter.labels import ErrorReason
 from exporter.snapshot import SnapshotError, snapshot_from_obj
+from exporter.snapshot_schema import V3_SECTIONS
 from tests.conftest import FIXTURES
 
 SNAPSHOTS = FIXTURES / "snapshots"

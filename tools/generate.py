@@ -162,12 +162,17 @@ def _gate_inputs(root: Path) -> dict[str, str]:
 
 
 def _snapshot_schema(root: Path) -> dict[str, str]:
-    text = (root / "docs" / "snapshot.md").read_text(encoding="utf-8")
-    for marker, name in (("schema", "snapshot-v1.schema.json"),
-                         ("v3-schema", "snapshot-v3.schema.json")):
-        schema = (root / "exporter" / "schema" / name).read_text(encoding="utf-8")
-        text = splice(text, marker, f"```json\n{schema}```", "docs/snapshot.md")
-    return {"docs/snapshot.md": text}
+    """Each snapshot schema's file, and docs/snapshot.md's copies, from the one source
+    (exporter/schema_source.py)."""
+    from exporter import snapshot_schema
+
+    page = (root / "docs" / "snapshot.md").read_text(encoding="utf-8")
+    out = {}
+    for version, marker in zip(snapshot_schema.SCHEMA_VERSIONS, ("schema", "v3-schema"), strict=True):
+        text = snapshot_schema.text(version)
+        out[f"exporter/schema/snapshot-v{version}.schema.json"] = text
+        page = splice(page, marker, f"```json\n{text}```", "docs/snapshot.md")
+    return {**out, "docs/snapshot.md": page}
 
 
 def _merged(base: Any, more: Any) -> Any:

@@ -6,7 +6,10 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
+
+from exporter.snapshot_schema import HISTOGRAM_KEYS
 
 if TYPE_CHECKING:
     from exporter.snapshot import Offload
@@ -55,8 +58,8 @@ class Family:
     the offload collector renders such a row and exporter.derive watches its counters for
     regressions. `read` replaces the path reader where a field needs more (misses mapped onto
     their reasons).
-    A histogram row's `field` is the path of the histogram objects (schema v3: `count`, `sum` and
-    `buckets`, or `seconds_sum` and `seconds_buckets`); `max_buckets` bounds the buckets exported
+    A histogram row's `field` is the path of the histogram objects (their keys as the schema
+    names them, exporter.snapshot_schema.HISTOGRAM_KEYS); `max_buckets` bounds the buckets exported
     per series, `+Inf` included (`histogram_reader` says which of the engine's bounds are kept).
     """
 
@@ -171,13 +174,25 @@ def kept_bounds(finite: list[float], keep: int) -> list[float]:
     return [finite[round((i + 1) * len(finite) / keep) - 1] for i in range(keep)]
 
 
+@cache
+def histogram_keys(field: str) -> tuple[str, str, str]:
+    """The count, sum and buckets keys of the histograms at `field` (`<label>` parts match any
+    key), as the snapshot's schema names them; KeyError when the schema has no histogram there."""
+    parts = field.split(".")
+    for path, keys in HISTOGRAM_KEYS.items():
+        found = path.split(".")
+        if len(found) == len(parts) and all(p == f or p.startswith("<")
+                                            for p, f in zip(parts, found, strict=True)):
+            return keys
+    raise KeyError(f"{field}: no histogram of the snapshot schema is there")
+
+
 def histogram_reader(field: str, values: Mapping[str, tuple[str, ...]], max_buckets: int,
                      ) -> Callable[[Offload], HistogramSamples | None]:
     """A reader of the histogram objects at `field`, each with at most `max_buckets` buckets."""
+    _, sum_key, buckets_key = histogram_keys(field)
 
     def one(node: Mapping[str, Any]) -> Histogram:
-        sum_key, buckets_key = (("sum", "buckets") if "buckets" in node
-                                else ("seconds_sum", "seconds_buckets"))
         counts = {float(le): n for le, n in node[buckets_key].items()}
         finite = sorted(b for b in counts if b != math.inf)
         kept = [*kept_bounds(finite, max_buckets - 1), math.inf]
