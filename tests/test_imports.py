@@ -30,9 +30,9 @@ KNOWN_CYCLES: tuple[frozenset[str], ...] = (
     # issue 34, item 2: the same shape in observer cost's report and picture.
     frozenset({"exporter.experiment.observer_cost_report",
                "exporter.experiment.observer_cost_plot"}),
-    # issue 34, item 1 (the lab's split moves these files): compare's gates and its strict-output
-    # gate name compare's Lane in their annotations (`if TYPE_CHECKING:`, type-only); Lane's home
-    # belongs below all three.
+    # Not named in issue 34 (this test found it); left with its items 1 and 2, which move these
+    # files: compare's gates and its strict-output gate name compare's Lane in their annotations
+    # (`if TYPE_CHECKING:`, type-only). Lane's home belongs below all three.
     frozenset({"exporter.experiment.compare", "exporter.experiment.gates",
                "exporter.experiment.strict"}),
 )
