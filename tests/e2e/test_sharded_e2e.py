@@ -16,11 +16,12 @@ first writes it and the restore memory is three recorded steps deep, so it sees 
 up to about 30 s late (docs/scale.md). Every notification at the webhook is counted
 (topology.episodes): each page and each resolve once, with the engine's own `instance`; the
 remembered window start and deadlines vmalert recorded agree with the sidecar's own within the
-rules' tolerance.
+rules' tolerance, and its whole restore memory with a single Prometheus's on the same sidecars.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -67,6 +68,7 @@ class Central:
     agent: str
     agent_targets: Path
     incidents: dict[str, Incident]
+    prometheus: str  # one Prometheus scraping every sidecar with the same rules, to compare
 
     def targets(self, url: str) -> list[str]:
         """The instances a vmagent or the agent scrapes."""
@@ -154,7 +156,10 @@ def central(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Central]:
         write_targets(agent_targets, [incidents["agent"].port])
         for inc in incidents.values():
             inc.start()
-        c = Central(stack, hook, vm, vmagents, agent, agent_targets, incidents)
+        # The reference: a single Prometheus on the same sidecars and rule files (no alerting).
+        _, single = stack.prometheus([i.instance for i in incidents.values()],
+                                     rule_files=[etc / "helios-alerts.yaml"])
+        c = Central(stack, hook, vm, vmagents, agent, agent_targets, incidents, single)
         for inc in incidents.values():
             wait_for(lambda i=inc: query(vm, f'helios_restore_window_open{{instance="{i.instance}"}} == 0'),
                      TIMEOUT, f"{inc.key} reaches VictoriaMetrics")
@@ -186,6 +191,27 @@ def _remembered(central: Central, inc: Incident) -> dict[str, float]:
     return out
 
 
+def _memory(url: str, inc: Incident) -> dict[str, float]:
+    """Every series of the restore memory the alerts read (`last_seen`, and the recent part it
+    is made of) of `inc`, by name and labels."""
+    got = query(url, f'{{__name__=~"helios:.+:(last_seen|last6m)",instance="{inc.instance}"}}')
+    return {json.dumps(sorted(r["metric"].items())): float(r["value"][1]) for r in got}
+
+
+def _agrees_with_prometheus(central: Central, inc: Incident) -> None:
+    """The memory vmalert recorded in VictoriaMetrics is the memory a single Prometheus recorded
+    from the same sidecar: the same series, the same values within the rules' tolerance (the
+    window is open and steady: nothing changes between the two reads)."""
+    def same() -> list[str] | None:
+        vm, prom = _memory(central.vm, inc), _memory(central.prometheus, inc)
+        differ = [k for k in vm.keys() | prom.keys()
+                  if k not in vm or k not in prom or abs(vm[k] - prom[k]) > SAME_TIME_TOLERANCE]
+        return None if differ or not vm else sorted(vm)
+
+    got = wait_for(same, TIMEOUT, f"{inc.key}: vmalert's memory equals Prometheus's")
+    assert len(got) >= 8, got  # window open, start, two deadlines, in flight: recent and last_seen
+
+
 def _story(central: Central, inc: Incident) -> str:
     """The late window, then one in time; returns what vmalert remembered against the sidecar."""
     start = inc.open_window()
@@ -196,6 +222,7 @@ def _story(central: Central, inc: Incident) -> str:
     remembered = _remembered(central, inc)
     for name, value in remembered.items():
         assert abs(value - window[name]) <= SAME_TIME_TOLERANCE, (name, value, window[name])
+    _agrees_with_prometheus(central, inc)
     inc.close_window("late")
     wait_delivery(central.hook, inc, PAGE, "resolved")
     # In time: vmalert's memory sees the window open and drained (existing series now: about a
