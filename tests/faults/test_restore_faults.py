@@ -194,6 +194,7 @@ def test_an_unknown_field_and_value_are_kept_and_never_cost_the_window(
         written = json.loads(path.read_bytes())["state"]
         assert written["planned_by"] == "fleet-controller"  # ...with the unknown field kept
         assert not list(state_dir.glob("*.corrupt-*"))
+        assert_serving(proc, url)
     finally:
         proc.stop()
     # The window of the file was loaded (then aborted by e-3): its exact start and incumbent.
