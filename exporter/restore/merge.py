@@ -8,8 +8,10 @@ once it can, nothing either side holds is lost.
   gone), the lost count when unknown, and the latest observation. What the engine looks like
   now (unreachable, the restored engine, the preflight results) is this process's.
 - **A window on file that this process did not see**: it is still open (the engine's
-  state decides at the next poll), unless this process closed a window that began after it:
-  the same outage, seen late; then this process's close stands, with the earlier start.
+  state decides at the next poll), unless this process closed a window since: then the file's
+  window is over and this process's windows stand. The first window this process opened on its
+  first look (an inexact start) was the file's outage, seen late: when that is the last one it
+  closed, it keeps the start on file.
 - **Event ids**: both, the file's first, at most `MAX_EVENT_IDS` (the newest kept).
 - **Checks, the judged and the last window**: the side whose judged (last) window ended later.
 - **Unplanned restarts**: the file's count plus those this process counted.
@@ -45,17 +47,20 @@ def _window(state: RestoreState, saved: RestoreState, mem: RestoreState) -> Rest
     old, new = saved.window, mem.window
     if old is None:
         return state
-    if new is None:
-        closed = mem.last_window
-        if closed is not None and closed.start is not None and closed.start >= old.start:
-            # This process opened and closed the same outage late: its close stands, from the
-            # start on file (no longer exact only if the file's was not).
+    closed = mem.last_window
+    if closed is not None and closed.start is not None and closed.start >= old.start:
+        # This process closed a window since the file's opened: the file's is over.
+        if not closed.start_exact:
+            # Opened on this process's first look: the same outage, seen late. Its close
+            # stands, from the start on file (exact only if the file's was).
             last = replace(closed, start=old.start, start_exact=old.start_exact,
                            incumbent=closed.incumbent or old.incumbent)
             judged = state.judged
             if judged is not None and judged.end == closed.end:
                 judged = last
-            return replace(state, last_window=last, judged=judged)
+            state = replace(state, last_window=last, judged=judged)
+        return state
+    if new is None:
         return replace(state, window=old, phase=saved.phase, outage_aborted=saved.outage_aborted)
     first, other = (old, new) if _earlier(old, new) else (new, old)
     merged = replace(

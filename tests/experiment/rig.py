@@ -41,8 +41,9 @@ class Rig:
                  sidecar_args: tuple[str, ...] = (), access: tuple[str, ...] = (),
                  verify: str | bool = True, scheme: str = "http") -> None:
         self.procs, self.work = procs, work
-        self.token = work / "token"
+        self.token = work / "token"  # the sidecar's --events-token-file (read again on change)
         self.token.write_text(TOKEN + "\n")
+        self.client_token = self.token  # the commands' --token-file
         self.engine_proc, self.engine = procs.simulator(
             "idle", "--time-scale", "1000", *IDENTITY, *engine_args, name=f"engine-{name}")
         self.state = work / f"state-{name}"
@@ -72,12 +73,13 @@ class Rig:
     def probe(self, out: Path, corpus: Path, *args: str,
               engine: str | None = None) -> subprocess.CompletedProcess[str]:
         return cli("probe", "--engine-url", engine or self.engine, "--sidecar", self.sidecar,
-                   "--token-file", str(self.token), "--corpus", str(corpus), "--out", str(out),
+                   "--token-file", str(self.client_token), "--corpus", str(corpus), "--out",
+                   str(out),
                    *self.access, *args)
 
     def phase(self, action: str, name: str, *args: str) -> subprocess.CompletedProcess[str]:
         return cli("phase", action, name, "--sidecar", self.sidecar, "--token-file",
-                   str(self.token), *self.access, *args)
+                   str(self.client_token), *self.access, *args)
 
     def evidence(self, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
         return cli("evidence", "--sidecar", self.sidecar, "--out", str(out), *self.access, *args)

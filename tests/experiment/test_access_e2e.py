@@ -61,7 +61,9 @@ def test_the_commands_behind_tls_and_basic_auth(procs: Procs, tmp_path: Path,
 
     # A wrong bearer token is named as such, not as a basic-auth problem.
     rig.access = (*creds, *ca_file)
-    rig.token.write_text("not-the-Token-0123456789abcdef\n")
+    # (A file of the client's own: the sidecar reads its token file again when it changes.)
+    rig.client_token = tmp_path / "wrong-token"
+    rig.client_token.write_text("not-the-Token-0123456789abcdef\n")
     done = rig.phase("begin", "by-hand/2")
     assert done.returncode == 1
     assert done.stderr.strip().endswith(

@@ -41,14 +41,16 @@ def test_merge_after_an_unreadable_file_loses_nothing(t0: float, before: list, d
     assert store.decode(store.encode(merged)) == restarted(merged)  # an ordinary state
     ids = set(merged.event_ids)
     assert set(saved.event_ids) <= ids and set(mem.event_ids) <= ids
-    if saved.window is not None:
-        if merged.window is not None:
-            assert merged.window.start <= saved.window.start
-            if merged.window.start == saved.window.start and saved.window.incumbent:
-                assert merged.window.incumbent == saved.window.incumbent
-        else:  # this process closed the same outage, seen late: with the start on file
-            assert merged.last_window is not None
+    closed = mem.last_window  # this process closed a window: the file's is over
+    if saved.window is not None and closed is not None:
+        assert merged.window == mem.window  # this process's windows stand
+        assert merged.last_window is not None and merged.last_window.end == closed.end
+        if not closed.start_exact:  # the file's outage seen late: with the start on file
             assert merged.last_window.start == saved.window.start
+    elif saved.window is not None:
+        assert merged.window is not None and merged.window.start <= saved.window.start
+        if merged.window.start == saved.window.start and saved.window.incumbent:
+            assert merged.window.incumbent == saved.window.incumbent
     later = max((s for s in (saved, mem) if s.judged is not None),
                 key=lambda s: s.judged.end if s.judged else 0.0, default=None)
     if later is not None:
