@@ -310,9 +310,9 @@ def _performance(lanes: Sequence[Lane], role: str, min_benefit: float, max_regre
     if not rows:
         # Seed 000 protects a small-working-set lane and a page-heavy long-context lane: without
         # one, nothing shows that the change does not regress what it must not.
-        return Gate(role, NOT_EVALUATED, "no protected lane named (--protected): nothing shows "
-                    "the change leaves the lanes it must not slow down (seed 000: a small working "
-                    "set and a page-heavy long context)")
+        return Gate(role, NOT_EVALUATED, "no protected lane: the arms hold no lane but the "
+                    "primary, so nothing shows the change leaves the lanes it must not slow down "
+                    "(seed 000: a small working set and a page-heavy long context)")
     if not comparable:
         return Gate(role, NOT_EVALUATED, "the arms cannot be compared")
     if outputs_differ:
