@@ -308,8 +308,10 @@ def _drop_unusable_identity(obj: Any) -> tuple[Any, tuple[str, ...]]:
     failed snapshot would read as an unreachable engine and open a restore window."""
     if not isinstance(obj, dict) or not isinstance(ident := obj.get("identity"), dict):
         return obj, ()
+    # (v3) identity.engine is descriptive too: dropped and counted (exported once it was, like
+    # a v3 section), never a reason to refuse the snapshot.
     dropped = tuple(
-        f"identity.{k}" for k in IDENTITY_FIELDS
+        f"identity.{k}" for k in (*IDENTITY_FIELDS, "engine")
         if k in ident and not (isinstance(ident[k], str) and _label_re().fullmatch(ident[k]))
     )
     if not dropped:

@@ -19,7 +19,7 @@ from exporter import catalogue
 from exporter.catalogue.model import kept_bounds
 from exporter.collectors.offload import _offload
 from exporter.labels import ErrorReason
-from exporter.snapshot import SnapshotError, snapshot_from_obj
+from exporter.snapshot import SnapshotError, label_value_ok, snapshot_from_obj
 from exporter.snapshot_schema import V3_SECTIONS
 from tests.conftest import FIXTURES
 
@@ -249,3 +249,20 @@ def test_any_value_of_an_addition_is_read_or_left_out(path: str, value: Any) -> 
     got = exposition(obj)
     for samples in got.values():
         assert all(math.isfinite(v) and v >= 0 for v in samples.values())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.text(max_size=80), st.integers(), st.none(), st.lists(st.text(max_size=3)),
+                 st.just("x" * 1000), st.just("bad engine")))
+def test_an_unusable_identity_engine_is_dropped_never_the_snapshot(engine: Any) -> None:
+    """identity.engine (v3) is descriptive, like the other identity strings: one that cannot be
+    a label value is left out and counted; the snapshot (and the engine's series) stand."""
+    doc = json.loads((SNAPSHOTS / "simulator_tour_v3.json").read_text())
+    doc["identity"]["engine"] = engine
+    snap = snapshot_from_obj(doc)
+    if isinstance(engine, str) and label_value_ok(engine):
+        assert snap.engine == engine and "identity.engine" not in snap.dropped_fields
+        return
+    assert snap.engine is None
+    assert "identity.engine" in snap.dropped_fields
+    assert snap.offload is not None and snap.generation == doc["generation"]
