@@ -68,9 +68,6 @@ class PollLoop:
         for name in ("engine_snapshot", "engine_metrics", *self._blocking):
             sources[name] = SourceHealth(enabled=True)
         self._view = View(restore=keeper.view(), sources=frozen(sources))
-        # What the keeper learns between cycles (a probe's result, a state write) is published
-        # at once: /status never waits for the next poll to show it.
-        keeper.on_change = lambda: self._publish(replace(self._view, restore=keeper.view()))
         # Two cycles at once would derive from the same previous view and one would be lost.
         self._cycle_lock = asyncio.Lock()
         # Freshness (/healthz, /status): when the last cycle completed, on a monotonic clock;

@@ -9,11 +9,8 @@ Persistence never loses the window: a failed write leaves the state dirty and ev
 it; a state file that exists but cannot be read (or is not a regular file) is never written over
 (it may hold an open window) and is read again every poll until it can be; then the two are
 merged (exporter/restore/merge.py). Writes and their fsyncs run in a worker thread
-(`asyncio.to_thread`) under a lock of their own, one writer at a time and always of the latest
-state, so they land in the order of the changes and nothing else waits on the disk: not the
-poll cycle (a slow disk must not stall the loop and get a healthy sidecar restarted by
-/healthz), not /healthz or /metrics. Only the events API waits for its event's write: its
-answer says whether the event is on disk.
+(`asyncio.to_thread`), still under the lock, so they land in the order of the changes and
+nothing else on the event loop (/healthz, /metrics) waits on the disk.
 
 Preflight runs as the keeper's own task, never inside the poll cycle: each due probe runs with a
 deadline, its result (or its failure, with the reason) is applied when it comes, and the cycle
@@ -107,8 +104,6 @@ class RestoreKeeper:
         self._preflight_deadline = preflight_deadline
         self._state = RestoreState()
         self._lock = asyncio.Lock()  # poll cycle vs events API vs preflight
-        self._write_lock = asyncio.Lock()  # one write at a time, never under `_lock`
-        self._writer: asyncio.Task[None] | None = None
         self._dirty = False  # the state in memory is not on disk yet
         self._blocked = False  # the state file exists but could not be read
         self._write_errors = 0
@@ -120,9 +115,6 @@ class RestoreKeeper:
         self._problems: tuple[str, ...] = ()
         self._events: Counter[tuple[str, str]] = Counter()
         self._probes: asyncio.Task[None] | None = None
-        # Told when the keeper changed outside observe() and apply_event() (a probe's result, a
-        # write that landed or failed), so the published picture follows at once.
-        self.on_change: Callable[[], None] | None = None
 
     @property
     def bounds(self) -> Bounds:
@@ -155,7 +147,7 @@ class RestoreKeeper:
                 self._loaded(await asyncio.to_thread(self._read))
             mono = None if self._monotonic is None else self._monotonic()
             self._apply(Poll(now, snapshot, mono, reachable))
-        self._write_soon()  # when the poll changed what the file holds, or to retry
+            await self._persist()  # when the poll changed what the file holds, or to retry
         self._start_preflight()
         return self._state
 
@@ -172,18 +164,15 @@ class RestoreKeeper:
                 self._events[(kind, "refused")] += 1
                 return EventOutcome(False, self._state, not self._dirty, refused)
             state = self._apply(Event(self._clock(), event_id, kind))
+            await self._persist()
             self._events[(kind, "accepted")] += 1
-        await self._write_now()  # the answer says whether the event is on disk
-        return EventOutcome(False, state, not self._dirty)
+            return EventOutcome(False, state, not self._dirty)
 
     async def settle(self) -> None:
-        """Wait for the running preflight probes and state writes (tests, and shutdown)."""
-        loop = asyncio.get_running_loop()
-        if self._probes is not None and self._probes.get_loop() is loop:
-            await asyncio.gather(self._probes, return_exceptions=True)
-        # A probe's result starts a write: wait for it too (it writes the latest state).
-        if self._writer is not None and self._writer.get_loop() is loop:
-            await asyncio.gather(self._writer, return_exceptions=True)
+        """Wait for the running preflight probes (tests, and shutdown)."""
+        task = self._probes
+        if task is not None and task.get_loop() is asyncio.get_running_loop():
+            await asyncio.gather(task, return_exceptions=True)
 
     async def aclose(self) -> None:
         """Stop the probes, then write the state once more (held while the file is unreadable)."""
@@ -191,7 +180,8 @@ class RestoreKeeper:
         if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        await self._write_now()
+        async with self._lock:
+            await self._persist()
 
     def flush(self) -> None:
         """Write the state once more, synchronously (no event loop left)."""
@@ -263,32 +253,9 @@ class RestoreKeeper:
                          checks=after.checks if after.window is None else None)
         return self._state
 
-    def _write_soon(self) -> None:
-        """Start the writer when the state must be written; the caller does not wait for it."""
-        if not self._dirty:
-            return
-        running = self._writer
-        if running is not None and not running.done():
-            return  # it writes until nothing is dirty
-        self._writer = asyncio.get_running_loop().create_task(self._write_now())
-
-    async def _write_now(self) -> None:
-        """Write until the file holds the latest state, or a write fails (retried at the next
-        poll); one writer at a time, so writes land in order."""
-        async with self._write_lock:
-            while self._dirty:
-                done = await self._persist()
-                self._changed()
-                if not done:
-                    break
-
-    def _changed(self) -> None:
-        if self.on_change is not None:
-            self.on_change()
-
     async def _persist(self) -> bool:
-        """Write the state in a worker thread (called under the write lock: writes keep their
-        order); on failure it stays dirty and every cycle retries."""
+        """Write the state in a worker thread (called under the lock: writes keep their order);
+        on failure it stays dirty and every cycle retries."""
         if not self._dirty:
             return True
         if self._held():
@@ -367,5 +334,4 @@ class RestoreKeeper:
         log.info("preflight", probe=probe, ok=ok, detail=detail)
         async with self._lock:
             self._apply(Preflight(self._clock(), probe, ok))
-        self._changed()
-        self._write_soon()
+            await self._persist()

@@ -116,7 +116,9 @@ def test_ctrl_c_stops_everything_and_removes_the_folder(tmp_path: Path) -> None:
         folder = run.folder()
         assert folder.is_dir() and (folder / "sidecar.log").exists()
         run.proc.send_signal(signal.SIGINT)
-        assert run.proc.wait(timeout=30) == 0, run.output()
+        # The demo gives each child 10 s to stop before it kills it: under the whole suite's
+        # load on two cores a stop took just over 30 s once.
+        assert run.proc.wait(timeout=60) == 0, run.output()
     finally:
         run.stop()
     assert "demo: stopping" in run.output()

@@ -254,9 +254,13 @@ def shim(tmp_path: Path) -> Path:
 def test_a_slow_disk_never_holds_up_healthz_or_metrics(
         engine: HostileEngine, seed: tuple[Path, RestoreState], tmp_path: Path) -> None:
     """fsync takes 2 s (two per write, a write at every poll inside a window): /healthz took
-    3.98 s before (the liveness probe allows 3 s)."""
+    3.98 s before (the liveness probe allows 3 s). A poll cycle still waits for its own state
+    write (what /status shows is on disk, so a SIGKILL right after never moves the start), so
+    /healthz's stale bound must leave a 4 s write the room it has in production (3 intervals of
+    5 s plus the 2 s source deadline: 17 s); this test's poll interval is compressed, the bound
+    is given back with --healthz-stale-polls."""
     state_dir, state = seed
-    proc, url = sidecar(engine, state_dir, tmp_path,
+    proc, url = sidecar(engine, state_dir, tmp_path, "--healthz-stale-polls", "30",
                         env={"LD_PRELOAD": str(shim(tmp_path)), "SHIM_FSYNC_SECONDS": "2"})
     try:
         worst = 0.0  # inside the window every poll writes: 4 s of fsync each

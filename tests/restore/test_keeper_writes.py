@@ -18,7 +18,6 @@ def observe(keeper: RestoreKeeper, polls: list[tuple[float, Snapshot | None]]) -
     async def go() -> None:
         for at, snapshot in polls:
             await keeper.observe(at, snapshot)
-            await keeper.settle()  # the cycle does not wait for the write; the test does
 
     asyncio.run(go())
 

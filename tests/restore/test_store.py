@@ -273,7 +273,6 @@ def test_unwritable_state_dir_counts_write_errors_and_never_raises(tmp_path: Pat
         async def go(sidecar: Any, loop: PollLoop) -> None:
             await loop.cycle()  # first snapshot: state changes, persist fails
             await loop.apply_event("ev-1", "drain_started")
-            await sidecar.keeper.settle()
             await sidecar.client.aclose()
 
         with capture_logs() as logs:
@@ -355,7 +354,6 @@ def test_disk_full_is_counted_by_the_keeper(tmp_path: Path,
 
     async def go() -> None:
         await loop.cycle()
-        await sidecar.keeper.settle()
         await sidecar.client.aclose()
 
     with capture_logs() as logs:
@@ -375,7 +373,6 @@ def test_state_survives_a_sidecar_restart(tmp_path: Path) -> None:
         p = sidecar.loop  # type: ignore[attr-defined]
         for s in steps:
             await s(p)
-        await sidecar.keeper.settle()  # type: ignore[attr-defined]
         await sidecar.client.aclose()  # type: ignore[attr-defined]
         p.close()
 
