@@ -116,9 +116,11 @@ def test_ctrl_c_stops_everything_and_removes_the_folder(tmp_path: Path) -> None:
         folder = run.folder()
         assert folder.is_dir() and (folder / "sidecar.log").exists()
         run.proc.send_signal(signal.SIGINT)
-        # The demo gives each child 10 s to stop before it kills it: under the whole suite's
-        # load on two cores a stop took just over 30 s once.
-        assert run.proc.wait(timeout=60) == 0, run.output()
+        # The demo gives each child 10 s to stop before it kills it. Under the whole suite's
+        # load on two cores (Prometheus pairs, VictoriaMetrics and vmalert beside it) the stop
+        # took over 60 s in two runs, while alone it takes about 2 s, with two busy-loop cores
+        # or a disk flooded with fsyncs too: why is not known yet (issue 32's note).
+        assert run.proc.wait(timeout=240) == 0, run.output()
     finally:
         run.stop()
     assert "demo: stopping" in run.output()
