@@ -2,7 +2,7 @@
 Alertmanager on each shipped deployment (Kubernetes, Compose, plain Prometheus), one block each,
 all setting the same shell variables, so that every later command of a runbook is the same on all
 three. Written into docs/runbooks/<Alert>.md between markers by alerts/generate.py;
-tests/docs/test_runbooks.py holds each block against the deployment's manifests.
+tests/repo/runbooks/test_runbooks.py holds each block against the deployment's manifests.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
     .venv/bin/python bench/nvml_poll.py --gpus 1 4 16   # other fake sizes
     .venv/bin/python bench/nvml_poll.py --real          # the machine's libnvidia-ml.so.1
 
-The fake (tests/gpu/fake_nvml.c, compiled here with cc against the nvidia-nvml-dev nvml.h) answers
+The fake (tools/fake_nvml.c, compiled here with cc against the nvidia-nvml-dev nvml.h) answers
 from a table it re-reads on change, so its figures are the cost of the bindings, the per-GPU
 threads and the conversions; a real driver adds its own time per call (typically tens of
 microseconds, more for power and ECC on some boards).

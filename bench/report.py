@@ -327,7 +327,7 @@ def alert_latency(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | N
 def nvml_poll(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | None]]) -> list[str]:
     rows = rec["data"]["rows"]
     lines = ["`NvmlSource.poll()` through the real pynvml bindings into the fake driver "
-             "(tests/gpu/fake_nvml.c, compiled by the script); per-GPU threads, 14 NVML calls per"
+             "(tools/fake_nvml.c, compiled by the script); per-GPU threads, 14 NVML calls per"
              " GPU. A real driver adds its own time per call.", "",
              "| driver | GPUs | polls | min | median | p95 | max | median per GPU |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -11,7 +11,7 @@ without re-rendering the rest, and
 
     .venv/bin/python bench/report_scale.py --docs docs/scale.md
 
-writes its summary between the page's GENERATED markers (tests/test_scale.py checks that they
+writes its summary between the page's GENERATED markers (tests/bench/test_scale.py checks that they
 agree with the stored result).
 """
 

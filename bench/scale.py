@@ -17,7 +17,7 @@ model (one scrape target per 100 engines, honor_labels, 15 s like deploy/), then
   wall-clock time to the whole answer from this process; repeated, median and max.
 
 Goals (issue 16): every rule group under 200 ms and every panel query under 1 s at 1,000 engines.
-Too slow for CI; the series model has a unit test (tests/test_scale.py).
+Too slow for CI; the series model has a unit test (tests/bench/test_scale.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Imported by the command-line options and `Config` (exporter/config.py), the restore bounds
 (exporter/restore/window.py), the derivations (exporter/derive.py) and the sources. Where a value
 must also appear in a generated file (alerts/config.yaml: the page headroom, the down grace, the
-memory of a window longer than the restore bound), a test ties the two (tests/test_defaults.py).
+memory of a window longer than the restore bound), a test ties the two (tests/exporter/test_defaults.py).
 """
 
 from __future__ import annotations

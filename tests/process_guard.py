@@ -8,7 +8,7 @@
   `os.posix_spawn`, `os.fork`) is watched; one that starts a process fails with what it
   started. So `pytest -m "not e2e"` starts none: a quick unit run.
 
-tests/conftest.py loads these hooks; tests/test_markers.py checks that the check catches one.
+tests/conftest.py loads these hooks; tests/repo/test_markers.py checks that the check catches one.
 """
 
 from __future__ import annotations

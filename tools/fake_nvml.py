@@ -1,6 +1,6 @@
-"""Build the fake libnvidia-ml.so.1 (tests/gpu/fake_nvml.c) and write its GPU table.
+"""Build the fake libnvidia-ml.so.1 (tools/fake_nvml.c) and write its GPU table.
 
-Used by the tests (tests/gpu/conftest.py) and by bench/nvml_poll.py. The library reads the
+Used by the tests (tests/exporter/sources/conftest.py) and by bench/nvml_poll.py. The library reads the
 key=value file named by $FAKE_NVML_CONFIG at call time; `FakeConfig.write` replaces it atomically
 (rename), which the library notices by inode/mtime.
 """
@@ -16,7 +16,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-SOURCE = Path(__file__).resolve().parents[1] / "tests" / "gpu" / "fake_nvml.c"
+SOURCE = Path(__file__).resolve().with_name("fake_nvml.c")
 SONAME = "libnvidia-ml.so.1"
 
 

@@ -221,10 +221,10 @@ def _scale(root: Path) -> dict[str, str]:
 
 
 # The test files whose expected output lives under tests/golden/ (the `update_golden` fixture);
-# tests/test_generate.py fails when a test file uses the fixture and is not listed here.
+# tests/repo/test_generate.py fails when a test file uses the fixture and is not listed here.
 GOLDEN_TESTS = (
-    "tests/test_golden.py",
-    "tests/test_full_exposition.py",
+    "tests/exporter/collectors/test_golden.py",
+    "tests/exporter/test_full_exposition.py",
     "tests/alerts/test_alertmanager_templates.py",
 )
 _PYTEST = (PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *GOLDEN_TESTS)

@@ -5,8 +5,9 @@ What reads it: the collectors build each family from its row (name, type, labels
 `exporter.collectors.families.gauge("helios_gpu_up")`), the offload collector renders the rows
 read from the snapshot, exporter.derive watches their counters, `scripts/generate` writes the
 README's metrics table and docs/interface.md's metric tables from it (exporter/catalogue/tables.py),
-and the tests hold it equal to what the sidecar exports (tests/test_catalogue.py) and read it
-for the names dashboards may query. The rows are in one module per collector group.
+and the tests hold it equal to what the sidecar exports
+(tests/exporter/catalogue/test_catalogue.py) and read it for the names dashboards may query.
+The rows are in one module per collector group.
 """
 
 from __future__ import annotations

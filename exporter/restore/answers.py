@@ -1,7 +1,7 @@
 """Every restore event in every state, answered: the one home of the events table.
 
 `ANSWERS` lists, per event, its rules in order; the first whose situation holds decides. An
-accepted event always changes the state (tests/restore/test_event_answers.py holds that over
+accepted event always changes the state (tests/exporter/restore/test_event_answers.py holds that over
 random sequences); one that would change nothing is refused (409 with `detail`) and its id is
 not recorded, so the same id may be sent again once it can be accepted. docs/restore.md and
 docs/interface.md section 6.6 show the table generated from here (`scripts/generate

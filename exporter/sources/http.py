@@ -1,8 +1,9 @@
 """The sidecar's one way out: every outbound HTTP request goes through `request`.
 
 The engine's snapshot and /metrics (exporter/sources/engine.py) and the preflight probes
-(exporter/restore/preflight.py) use it; tests/test_one_way_out.py fails when another module of
-`exporter/` calls httpx's request methods itself. What it guarantees, whatever the server does:
+(exporter/restore/preflight.py) use it; tests/exporter/sources/test_one_way_out.py fails when
+another module of `exporter/` calls httpx's request methods itself. What it
+guarantees, whatever the server does:
 
 - **One deadline for the whole request** (`Bounds.deadline`): connect, head, every byte of the
   body and its decoding. httpx times each phase and each single read on its own, so a server

@@ -27,7 +27,7 @@ httptools, and `limit_concurrency` refuses at the cap where the guard sheds), an
 middleware only sees a request once its head has arrived. So this is a private hook:
 `HttpToolsProtocol` is not uvicorn's public interface. It is written for `UVICORN_VERSION`, which
 pyproject.toml pins exactly; `UVICORN_HOOKS` lists what it overrides or reads of uvicorn's
-class, and tests/web/test_protocol_hook.py holds each of them, and the behaviour above, to the
+class, and tests/exporter/web/test_protocol_hook.py holds each of them, and the behaviour above, to the
 installed uvicorn, so that an upgrade fails a test rather than a slow client's deadline.
 """
 

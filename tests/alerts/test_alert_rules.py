@@ -158,7 +158,7 @@ def test_annotations_and_runbooks(root: Path, alert_rules: dict[str, dict[str, A
         text = runbook.read_text(encoding="utf-8")
         assert text.startswith(f"# {name}"), runbook
         for section in ("## Meaning", "## Set up", "## Check", "## Act", "## When it resolves",
-                        "## Escalate"):  # their order and contents: tests/docs/test_runbooks.py
+                        "## Escalate"):  # their order and contents: tests/repo/runbooks/test_runbooks.py
             assert section in text, f"{runbook}: missing {section}"
 
 

@@ -13,7 +13,7 @@ One stack serves the whole module (about 40 s):
 - engine B plays `reverse-replay` (row pressure while pages sit free) and serves snapshot schema 3
   (the host tier's store outcomes, eviction ages, blocked and prompt tokens, restore transfers:
   the offload dashboard's v3 row; its v1 fields are those of schema 1); its sidecar reads GPUs from
-  the fake NVML library of tests/gpu (compiled here), whose UUIDs are set to engine B's ranks.
+  the fake NVML library of tools/fake_nvml.py (compiled here), whose UUIDs are set to engine B's ranks.
   The offload and GPU dashboards are queried on it.
 - Two clusters, as a global view (Thanos, Mimir) sees them: both sidecars are scraped with
   cluster="east"; sidecar B is scraped a second time with cluster="west" under sidecar A's
@@ -130,7 +130,7 @@ def empty_targets(live: Live, dashboard: dict[str, Any], values: dict[str, str],
 # -- the stack ---------------------------------------------------------------------------------
 
 def build_fake_nvml(tmp: Path) -> tuple[Path | None, str]:
-    """The fake libnvidia-ml.so.1 of tests/gpu, or None and why it could not be built."""
+    """The fake libnvidia-ml.so.1 of tools/fake_nvml.py, or None and why it could not be built."""
     try:
         from tools.fake_nvml import build, find_compiler, find_header
     except ImportError as exc:

@@ -15,8 +15,8 @@ import pytest
 
 from tests.conftest import FIXTURES, ROOT
 from tests.e2e.procs import Stack, wait_for
+from tests.exporter.test_snapshot_v3_read import V3_FAMILIES
 from tests.helpers import promtool_check_metrics
-from tests.test_snapshot_v3_read import V3_FAMILIES
 
 V3 = json.loads((FIXTURES / "snapshots" / "contract_example_v3.json").read_text())
 GOLDEN = (ROOT / "tests" / "golden" / "contract_example_v3.prom").read_text()

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from exporter.oncall.model import utc
 from tests.e2e.procs import ROOT, Stack, wait_for
+from tests.exporter.web.tlsproc import tls_sidecar
 from tests.helpers import missing
-from tests.web.tlsproc import tls_sidecar
 from tools import chromium as chromium_tool
 from tools import status_page as story
 from tools.chromium import chromium

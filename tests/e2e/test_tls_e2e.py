@@ -20,7 +20,7 @@ from tests.conftest import ROOT
 from tests.deploy.conftest import kustomize
 from tests.deploy.tls_example import TLS, example_settings, materialize
 from tests.e2e.procs import Stack, query, wait_for
-from tests.web.tlsproc import tls_sidecar
+from tests.exporter.web.tlsproc import tls_sidecar
 from tools.pki import CA, write_web_config
 
 pytestmark = pytest.mark.e2e

@@ -14,7 +14,7 @@ import pytest
 from exporter import passthrough
 from exporter.labels import MISS_REASONS
 from exporter.snapshot import parse_snapshot
-from tests.fuzz.fuzzlib import (
+from tests.hostile.fuzz.fuzzlib import (
     exported_families,
     first_poll,
     render_passthrough,

@@ -1,4 +1,0 @@
-import pytest
-
-# The harness's asserts explain themselves like the tests' own.
-pytest.register_assert_rewrite("tests.drill.harness")
