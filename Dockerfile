@@ -8,8 +8,9 @@
 #
 # Configuration is the HELIOS_EXPORTER_* environment (README.md, "Configuration") or flags after
 # the image name (`... helios-exporter:<version> serve --engine-url ...`). docs/deploy.md explains
-# the choices below. tests/deploy/test_image.py runs hadolint on this file and repeats the build
-# and install steps without an engine; tests/deploy/test_image_build.py builds it with podman and
+# the choices below. tests/deploy/test_dockerfile.py runs hadolint on this file and
+# tests/deploy/test_image.py repeats the build and install steps without an engine;
+# tests/deploy/test_image_build.py builds it with podman and
 # runs it: non-root, read-only root, no capabilities, the health check, /metrics against the
 # simulator in a second container.
 #

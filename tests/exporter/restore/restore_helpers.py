@@ -117,3 +117,15 @@ def make_sidecar(state_dir: Any, engine: Any = None, clock: Any = None, **config
                  request_cutoff=100.0, restore_bound=200.0, down_grace=10.0, **config)
     return build(cfg, transport=httpx.MockTransport(engine or MockEngine()),
                  clock=clock or time.time)
+
+
+def open_window_state() -> RestoreState:
+    """A window opened by a drain at a start with sub-millisecond digits, incumbent known."""
+    return final([poll(1764389520.123456, inflight=3),
+                  poll(1764389525.987654321, admission="draining", inflight=2),
+                  event(1764389526.5, "restore_started", "ev-1")])
+
+
+def closed_window_state() -> RestoreState:
+    return final([poll(0, inflight=1), poll(10, admission="closed", inflight=0), fail(20),
+                  fail(40), poll(50, generation="g2")])

@@ -1,5 +1,5 @@
 """ConnectionGuard: who makes room at the cap (the bookkeeping alone; the real server with real
-sockets is in test_slow_clients.py)."""
+sockets is in test_slow_clients.py and test_slow_requests.py)."""
 
 from __future__ import annotations
 
