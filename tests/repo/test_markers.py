@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import collections
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,22 @@ def test_a_process_fixture_name_means_one_thing() -> None:
                         kinds[node.name].add("plain")
     assert {name for name, k in kinds.items() if k == {"process", "plain"}} == set()
     assert {"procs", "stack", "promtool"} <= {n for n, k in kinds.items() if k == {"process"}}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("folder", "marker"), [("e2e", "e2e"), ("hostile", "hostile")])
+def test_the_marked_suites_mark_every_test_in_them(folder: str, marker: str) -> None:
+    """tests/e2e/ and tests/hostile/ are marked suites: their conftest.py marks every test under
+    them (tests/README.md), so deselecting the marker leaves none of theirs."""
+    def collected(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+             "-p", "no:xdist", str(ROOT / "tests" / folder), *args],
+            capture_output=True, text=True, timeout=240, check=False, cwd=ROOT)
+        return done.stdout.strip().splitlines()[-1]
+
+    everything = collected()
+    assert re.fullmatch(r"(\d+) tests? collected.*", everything), everything
+    total = int(everything.split()[0])
+    rest = collected("-m", f"not {marker}")
+    assert rest.startswith(f"no tests collected ({total} deselected)"), rest
