@@ -11,8 +11,8 @@ without re-rendering the rest, and
 
     .venv/bin/python bench/report_scale.py --docs docs/scale.md
 
-writes its summary between the page's GENERATED markers (tests/bench/test_scale.py checks that they
-agree with the stored result).
+writes its summary (bench/report_scale_docs.py) between the page's GENERATED markers
+(tests/bench/test_scale.py checks that they agree with the stored result).
 """
 
 from __future__ import annotations
@@ -25,89 +25,28 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-STORED = ROOT / "bench" / "results" / "scale.json"
-# A later measurement of the rule groups alone (`bench/scale.py --dashboards ''`): the shipped
-# rules, and the rules before the change it measures, on one block store, one after the other.
-RULES = ROOT / "bench" / "results" / "scale-rules.json"
-RULES_BEFORE = ROOT / "bench" / "results" / "scale-rules-before.json"
-# The shipped rules at 1,000 engines after an hour of live scraping (`--live-minutes`): their
-# recent windows in the head block, as in a Prometheus that has run for hours.
-RULES_LIVE = ROOT / "bench" / "results" / "scale-rules-live.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report_scale_docs import splice_docs
+from scale_results import (
+    RULES,
+    RULES_LIVE,
+    STORED,
+    by_group,
+    format_count,
+    format_ms,
+    largest,
+    live_result,
+    prom_cpu,
+    rules_result,
+    stored_record,
+)
+
+# What bench/report.py, scripts/generate and the tests read from here.
+__all__ = ["RULES", "RULES_LIVE", "STORED", "TITLE", "analysis", "live_result", "render",
+           "rules_result", "splice", "splice_docs", "stored_record"]
+
 TITLE = "9. Scale: rules and dashboards at 100 and 1,000 engines"
 Goal = tuple[str, str, str, bool | None]
-
-
-def stored_record() -> dict[str, Any] | None:
-    """The stored result as a section record of bench/suite.py (None when there is none)."""
-    if not STORED.exists():
-        return None
-    data = json.loads(STORED.read_text())
-    return {"status": "ok", "data": data, "command": data.get("command", "bench/scale.py"),
-            "stored": True}
-
-
-def rules_result(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The rule-group measurement to show beside `d` (a scale.py result): a stored rules-only
-    run newer than `d`, with the run before the change when there is one; else `d` itself."""
-    if RULES.exists():
-        rules = json.loads(RULES.read_text())
-        if rules["machine"]["date"] > d["machine"]["date"]:
-            before = json.loads(RULES_BEFORE.read_text()) if RULES_BEFORE.exists() else None
-            return rules, before
-    return d, None
-
-
-def live_result(rd: dict[str, Any]) -> dict[str, Any] | None:
-    """The live run of the rule files of `rd`, measured after it, if one is stored (its
-    commit is named beside its figures)."""
-    if not RULES_LIVE.exists():
-        return None
-    live = json.loads(RULES_LIVE.read_text())
-    later = live["machine"]["date"] >= rd["machine"]["date"]
-    return live if later and live["rule_files"] == rd["rule_files"] else None
-
-
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value >= 100:
-        return f"{value:,.0f} ms"
-    return f"{value:.1f} ms" if value >= 10 else f"{value:.2f} ms"
-
-
-def _when(before: dict[str, Any]) -> str:
-    """When and at which commit the rules before the change were measured."""
-    m = before["machine"]
-    return (f"on {m['date'][:16].replace('T', ' ')} UTC at commit `{m['git_commit']}`, on a "
-            "block store of the same series model")
-
-
-def _largest(result: dict[str, Any]) -> dict[str, Any]:
-    """The run of `result` with the most engines."""
-    return max(result["runs"], key=lambda r: r["engines"])
-
-
-def _by_group(run: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """The rule groups of `run` by name (none without a run)."""
-    return {g["group"]: g for g in run["rules"]} if run else {}
-
-
-def _other_rules(before: dict[str, Any], now: dict[str, Any]) -> str:
-    """`(N rules)` when the group had another number of rules before the change."""
-    return "" if before["rules"] == now["rules"] else f" ({before['rules']} rules)"
-
-
-def _count(n: float | None) -> str:
-    return "-" if n is None else f"{n:,.0f}"
-
-
-def _prom_cpu(load: dict[str, Any]) -> str:
-    """Prometheus's share of a core while the rules were measured, and its nice value."""
-    share = load.get("prometheus_cpu_share_during_rules")
-    if share is None:
-        return ""
-    return f"; Prometheus {share:.0%} of a core (nice {load.get('prometheus_nice', '?')})"
 
 
 def _yes(ok: bool | None) -> str:
@@ -170,7 +109,7 @@ def render(rec: dict[str, Any], goals: list[Goal]) -> list[str]:
             f"| {r['prometheus_rss_bytes'] / 2**20:,.0f} MiB | {samples:,} samples in "
             f"{seconds / 60:.0f} min | {r['gap_s']:.0f} s "
             f"| load {' / '.join(f'{x:.1f}' for x in load.get('loadavg_before', []))}, "
-            f"{'-' if busy is None else f'{busy:.0%}'} busy{_prom_cpu(load)} |")
+            f"{'-' if busy is None else f'{busy:.0%}'} busy{prom_cpu(load)} |")
     lines += ["", "Series per engine count what one sidecar exports (with the 5 series "
               "Prometheus adds per target); recorded per engine, the recording rules' output "
               "for it. *backfill* is what this run had to add to the reusable block store.", "",
@@ -184,19 +123,19 @@ def render(rec: dict[str, Any], goals: list[Goal]) -> list[str]:
               "| --- | --- | --- | " + " | ".join("---" for _ in runs) + " | --- | --- | --- |"]
     keyed = [{(q["dashboard"], q["panel"], q["ref"]): q for q in r["queries"]} for r in runs]
     for key, q in keyed[-1].items():
-        cells = [("-" if (x := k.get(key)) is None else f"{_ms(x['median_ms'])} ({_ms(x['max_ms'])})")
-                 for k in keyed]
+        cells = [("-" if (x := k.get(key)) is None
+                  else f"{format_ms(x['median_ms'])} ({format_ms(x['max_ms'])})") for k in keyed]
         kind = q["kind"] + (f", {q['step_s']:g} s" if q.get("step_s") else "")
         panel = q["panel"] + (f" ({q['ref']})" if q["kind"] in ("range", "instant") else "")
         lines.append(f"| {q['dashboard'].removesuffix('.json')} | {panel} | {kind} | "
-                     f"{' | '.join(cells)} | {q['series']:,} | {_count(q.get('samples'))} | "
+                     f"{' | '.join(cells)} | {q['series']:,} | {format_count(q.get('samples'))} | "
                      f"{_yes(q['median_ms'] < goal_query)} |")
     slowest = max(big["queries"], key=lambda q: q["median_ms"])
     missed = [q for q in big["queries"] if q["median_ms"] >= goal_query]
     goals.append((f"slowest dashboard query at {big['engines']:,} engines "
                   f"({slowest['dashboard'].removesuffix('.json')}: {slowest['panel']})",
-                  f"< {goal_query:g} ms", f"median {_ms(slowest['median_ms'])}, max "
-                  f"{_ms(slowest['max_ms'])}; {len(missed)} of {len(big['queries'])} over",
+                  f"< {goal_query:g} ms", f"median {format_ms(slowest['median_ms'])}, max "
+                  f"{format_ms(slowest['max_ms'])}; {len(missed)} of {len(big['queries'])} over",
                   not missed))
     lines += ["", f"Prometheus's own work at {big['engines']:,} engines before measuring: "
               f"{big['compaction']['vertical_compactions'] or 0:.0f} vertical compactions of the "
@@ -208,7 +147,7 @@ def render(rec: dict[str, Any], goals: list[Goal]) -> list[str]:
 
 def rule_groups(d: dict[str, Any], goals: list[Goal]) -> list[str]:
     """The rule-group table (and its goal row): from a newer rules-only run when there is one."""
-    rd, before = rules_result(d)
+    rd = rules_result(d)
     goal_rule = rd["goals"]["rule_group_ms"]
     runs = sorted(rd["runs"], key=lambda r: r["engines"])
     big = runs[-1]
@@ -221,20 +160,14 @@ def rule_groups(d: dict[str, Any], goals: list[Goal]) -> list[str]:
             f"`{rd['command']}`), on a block store of the series model of that commit "
             f"({rd['model']['hours']:g} h of every family, {rd['model']['history_hours']:g} h "
             "more of those read further back), with the same live feed; "
-            + (f"the rules before the change were measured {_when(before)} "
-               f"(`bench/results/{RULES_BEFORE.name}`, files "
-               f"{', '.join(f'`{f}`' for f in before['rule_files'])}). "
-               if before else "")
             + (f"{rd['note']} " if rd.get("note") else "")
             + "The dashboard queries below are from the run above.", ""]
     lines += ["`evaluationTime` of each group from /api/v1/rules over distinct evaluations; "
               "*samples* read by its rules in one evaluation.", ""]
     head = "| group | file | rules | "
-    if before:
-        head += f"before, {big['engines']:,}: median, samples | "
     live = live_result(rd) if rd is not d else None
-    live_big = _largest(live) if live else None
-    live_groups = _by_group(live_big)
+    live_big = largest(live) if live else None
+    live_groups = by_group(live_big)
     head += " | ".join(f"{r['engines']:,}: median (max)" for r in runs)
     if live and live_big:
         head += f" | {live_big['engines']:,}, {live['live_minutes']:g} min live: median (max)"
@@ -242,39 +175,20 @@ def rule_groups(d: dict[str, Any], goals: list[Goal]) -> list[str]:
              f"| < {goal_rule:g} ms |")
     lines += [head, "|" + " --- |" * (head.count("|") - 1)]
     by_run = [{g["group"]: g for g in r["rules"]} for r in runs]
-    old_groups = _by_group(_largest(before) if before else None)
     for name, g in sorted(by_run[-1].items(), key=lambda kv: (kv[1]["file"], kv[0])):
         cells = []
-        if before:
-            x = old_groups.get(name)
-            cells.append("-" if x is None else f"{_ms(x['median_ms'])}, {_count(x.get('samples'))}"
-                         + _other_rules(x, g))
         for rules in by_run:
             x = rules.get(name)
-            cells.append("-" if x is None else f"{_ms(x['median_ms'])} ({_ms(x['max_ms'])})")
+            cells.append("-" if x is None else f"{format_ms(x['median_ms'])} ({format_ms(x['max_ms'])})")
         if live_big:
             x = live_groups.get(name)
-            cells.append("-" if x is None else f"{_ms(x['median_ms'])} ({_ms(x['max_ms'])})")
+            cells.append("-" if x is None else f"{format_ms(x['median_ms'])} ({format_ms(x['max_ms'])})")
         ok = g["median_ms"] is not None and g["median_ms"] < goal_rule
-        slow = (f"`{g['slowest_rule']}` {_ms(g['slowest_rule_median_ms'])}"
+        slow = (f"`{g['slowest_rule']}` {format_ms(g['slowest_rule_median_ms'])}"
                 if g["slowest_rule"] else "-")
         errors = f"; errors: {'; '.join(g['errors'])}" if g["errors"] else ""
         lines.append(f"| {name} | {g['file']} | {g['rules']} | {' | '.join(cells)} | "
-                     f"{_count(g.get('samples'))} | {slow}{errors} | {_yes(ok)} |")
-    gone = sorted(set(old_groups) - set(by_run[-1]))
-    if gone:
-        lines += ["", "Groups of the rules before that no longer exist: " + "; ".join(
-            f"{n} {_ms(old_groups[n]['median_ms'])}, {_count(old_groups[n].get('samples'))} "
-            "samples" for n in gone) + "."]
-    if before:
-        total = sum(g["median_ms"] or 0.0 for g in big["rules"])
-        old_total = sum(g["median_ms"] or 0.0 for g in old_groups.values())
-        samples = sum(g.get("samples") or 0 for g in big["rules"])
-        old_samples = sum(g.get("samples") or 0 for g in old_groups.values())
-        lines += ["", f"All groups together at {big['engines']:,} engines, per evaluation "
-                  f"interval: {_ms(total)} reading {_count(samples)} samples, against "
-                  f"{_ms(old_total)} reading {_count(old_samples)} before "
-                  f"({old_samples / samples:.1f}x fewer samples)." if samples else ""]
+                     f"{format_count(g.get('samples'))} | {slow}{errors} | {_yes(ok)} |")
     if live and live_big:
         lm = live["machine"]
         load = live_big.get("machine_during_measurement", {})
@@ -285,17 +199,17 @@ def rule_groups(d: dict[str, Any], goals: list[Goal]) -> list[str]:
                   "minutes: the last hour in its head block, as in a Prometheus that has run "
                   "for hours, and the older part of the 3-hour memory in the backfilled blocks "
                   f"(load {' / '.join(f'{x:.1f}' for x in load.get('loadavg_before', []))}"
-                  f"{_prom_cpu(load)}). The other columns read everything older than the start "
+                  f"{prom_cpu(load)}). The other columns read everything older than the start "
                   "of the live feed, a few minutes, from backfilled blocks."]
     worst = max(big["rules"], key=lambda g: g["median_ms"] or 0.0)
     goals.append((f"slowest rule group at {big['engines']:,} engines ({worst['group']})",
-                  f"< {goal_rule:g} ms", f"median {_ms(worst['median_ms'])}, max "
-                  f"{_ms(worst['max_ms'])}", (worst["median_ms"] or 0.0) < goal_rule))
+                  f"< {goal_rule:g} ms", f"median {format_ms(worst['median_ms'])}, max "
+                  f"{format_ms(worst['max_ms'])}", (worst["median_ms"] or 0.0) < goal_rule))
     if live and live_big:
         w = max(live_big["rules"], key=lambda g: g["median_ms"] or 0.0)
         goals.append((f"slowest rule group at {live_big['engines']:,} engines after "
                       f"{live['live_minutes']:g} min live ({w['group']})", f"< {goal_rule:g} ms",
-                      f"median {_ms(w['median_ms'])}, max {_ms(w['max_ms'])}",
+                      f"median {format_ms(w['median_ms'])}, max {format_ms(w['max_ms'])}",
                       (w["median_ms"] or 0.0) < goal_rule))
     return lines
 
@@ -306,8 +220,8 @@ ANALYSIS_MARK = "- **Scale at "
 def analysis(d: dict[str, Any]) -> list[str]:
     """The page's *Analysis* bullet for a missed scale goal: which groups and queries, and what
     they read (the samples do not depend on the CPU the run got)."""
-    big = _largest(d)
-    rules_big = _largest(rules_result(d)[0])
+    big = largest(d)
+    rules_big = largest(rules_result(d))
     goal_rule, goal_query = d["goals"]["rule_group_ms"], d["goals"]["query_ms"]
     slow = sorted((g for g in rules_big["rules"] if (g["median_ms"] or 0.0) >= goal_rule),
                   key=lambda g: -(g["median_ms"] or 0.0))
@@ -320,7 +234,7 @@ def analysis(d: dict[str, Any]) -> list[str]:
         parts.append(
             f"{len(slow)} of {len(rules_big['rules'])} rule groups took {goal_rule:g} ms or "
             "more: "
-            + "; ".join(f"{g['group']} {_ms(g['median_ms'])} reading {_count(g.get('samples'))} "
+            + "; ".join(f"{g['group']} {format_ms(g['median_ms'])} reading {format_count(g.get('samples'))} "
                         f"samples (slowest rule `{g['slowest_rule']}`)" for g in slow)
             + ". Their time follows the samples and series they read, which grow with the "
             "engines (docs/scale.md says what each reads and what is left to lower it).")
@@ -363,106 +277,6 @@ def splice(page: str, rec: dict[str, Any]) -> str:
                       + (m.group(2) or "\n"),
                       tail, count=1, flags=re.M | re.S)
     return head + "\n## Goals\n" + "\n".join(rows) + sep + tail
-
-
-DOCS_BEGIN = "<!-- BEGIN GENERATED: scale figures (bench/report_scale.py --docs) -->"
-DOCS_END = "<!-- END GENERATED: scale figures -->"
-
-
-def summary(d: dict[str, Any]) -> list[str]:
-    """docs/scale.md's figures: per fleet size, series, the slowest rule group and query."""
-    runs = sorted(d["runs"], key=lambda r: r["engines"])
-    m = d["machine"]
-    goal_rule, goal_query = d["goals"]["rule_group_ms"], d["goals"]["query_ms"]
-    lines = [
-        f"Measured {m['date'][:16].replace('T', ' ')} UTC at commit `{m['git_commit']}` on "
-        f"{m['nproc']} CPUs ({m['cpu_model']}, {m['memory_gib']} GiB, "
-        f"{'a virtual machine' if m.get('virtualized') else 'bare metal'}) shared with other "
-        f"work, with {d['prometheus'].split(' (')[0]}; every query repeated "
-        f"{runs[0]['queries'][0]['reps'] if runs and runs[0]['queries'] else 0} times, every "
-        "group over several evaluations. Medians, with the maximum in brackets."
-        + (f" {d['note']}" if d.get("note") else ""), "",
-        "| engines | series per engine | head series | Prometheus RSS | slowest rule group "
-        f"(< {goal_rule:g} ms) | slowest dashboard query (< {goal_query:g} ms) | queries over "
-        f"{goal_query:g} ms | load average during |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    rd, before = rules_result(d)
-    rule_runs = {r["engines"]: r for r in rd["runs"]}
-    for r in runs:
-        group = max(rule_runs.get(r["engines"], r)["rules"], key=lambda g: g["median_ms"] or 0.0)
-        query = max(r["queries"], key=lambda q: q["median_ms"])
-        over = sum(q["median_ms"] >= goal_query for q in r["queries"])
-        load = r.get("machine_during_measurement", {})
-        lines.append(
-            f"| {r['engines']:,} | {r['series_per_engine']['median']:.0f} "
-            f"| {r['head_series']:,.0f} | {r['prometheus_rss_bytes'] / 2**20:,.0f} MiB "
-            f"| {group['group']}: {_ms(group['median_ms'])} ({_ms(group['max_ms'])}) "
-            f"| {query['dashboard'].removesuffix('.json')}, {query['panel']}: "
-            f"{_ms(query['median_ms'])} ({_ms(query['max_ms'])}) "
-            f"| {over} of {len(r['queries'])} "
-            f"| {' / '.join(f'{x:.1f}' for x in load.get('loadavg_before', []))}"
-            f"{_prom_cpu(load)} |")
-    rule_list = sorted(rd["runs"], key=lambda r: r["engines"])
-    if rd is not d:
-        rm = rd["machine"]
-        lines += ["", f"The rule groups were measured again on "
-                  f"{rm['date'][:16].replace('T', ' ')} UTC at commit `{rm['git_commit']}`, "
-                  "alone (no dashboard queries), on a block store of that commit's series model"
-                  + (f"; the rules before the change were measured {_when(before)}" if before
-                     else "") + "; the table above takes its slowest group from that run."
-                  + (f" {rd['note']}" if rd.get("note") else "")]
-    live = live_result(rd) if rd is not d else None
-    live_groups: dict[str, Any] = {}
-    if live:
-        live_big = _largest(live)
-        live_groups = _by_group(live_big)
-        lm = live["machine"]
-        lines += ["", f"The last column: the same rules at {live_big['engines']:,} engines "
-                  f"(measured {lm['date'][:16].replace('T', ' ')} UTC at commit "
-                  f"`{lm['git_commit']}`) after Prometheus had "
-                  f"scraped the fleet live for {live['live_minutes']:g} minutes, so that the "
-                  "last hour was in its head block, as in a Prometheus that has run for hours; "
-                  "the other columns read everything older than a few minutes from backfilled "
-                  "blocks."]
-    lines += ["", "Each rule group: evaluation time (median) and the samples its rules read in one "
-              "evaluation:", "",
-              "| group | rules | "
-              + ("before, 1,000 engines | " if before else "")
-              + " | ".join(f"{r['engines']:,} engines" for r in rule_list)
-              + (f" | {max(r['engines'] for r in live['runs']):,} engines, "
-                 f"{live['live_minutes']:g} min live" if live else "") + " |",
-              "| --- | --- | " + ("--- | " if before else "")
-              + " | ".join("---" for _ in rule_list) + (" | ---" if live else "") + " |"]
-    by_run = [{g["group"]: g for g in r["rules"]} for r in rule_list]
-    old_groups = _by_group(_largest(before) if before else None)
-    for name, g in sorted(by_run[-1].items(), key=lambda kv: (kv[1]["file"], kv[0])):
-        cells = [f"{_ms(x['median_ms'])}, {_count(x.get('samples'))} samples"
-                 if (x := rules.get(name)) else "-" for rules in by_run]
-        if before:
-            x = old_groups.get(name)
-            cells.insert(0, f"{_ms(x['median_ms'])}, {_count(x.get('samples'))} samples"
-                         + _other_rules(x, g) if x else "-")
-        if live:
-            x = live_groups.get(name)
-            cells.append(f"{_ms(x['median_ms'])}, {_count(x.get('samples'))} samples"
-                         if x else "-")
-        lines.append(f"| {name} | {g['rules']} | {' | '.join(cells)} |")
-    for name in sorted(set(old_groups) - set(by_run[-1])):
-        x = old_groups[name]
-        lines.append(f"| {name} (gone) | {x['rules']} | {_ms(x['median_ms'])}, "
-                     f"{_count(x.get('samples'))} samples | "
-                     + " | ".join("-" for _ in rule_list) + (" | -" if live else "") + " |")
-    return lines
-
-
-def splice_docs(page: str, data: dict[str, Any]) -> str:
-    """`page` (docs/scale.md) with the summary between its markers."""
-    pattern = re.compile(re.escape(DOCS_BEGIN) + r".*?" + re.escape(DOCS_END), re.S)
-    if not pattern.search(page):
-        raise SystemExit(f"no {DOCS_BEGIN} ... {DOCS_END} in the page")
-    body = "\n".join([DOCS_BEGIN, *summary(data), DOCS_END])
-    return pattern.sub(lambda _: body, page)
 
 
 def main() -> int:

@@ -14,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+# The closed sets a field's keys come from: one home, exporter/labels.py.
+from exporter.labels import EVICTED_BY, MISS_REASONS, STORE_OUTCOMES, TOKEN_SOURCES
+
 SCHEMA_VERSIONS: Final = (1, 3)  # what the sidecar reads (there is no 2)
 
 
@@ -193,17 +196,7 @@ SOURCE: dict[str, Any] = {
                                 "(geometry.min_reusable_tokens - 1)."
                             ),
                             "type": "object",
-                            "propertyNames": {
-                                "enum": [
-                                    "no_prefix",
-                                    "key_mismatch",
-                                    "no_checkpoint",
-                                    "not_durable",
-                                    "evicted",
-                                    "too_short",
-                                    "other",
-                                ],
-                            },
+                            "propertyNames": {"enum": list(MISS_REASONS)},
                             "additionalProperties": {"$ref": "#/$defs/count"},
                         }),
                         "evicted_by": V3({
@@ -215,7 +208,7 @@ SOURCE: dict[str, Any] = {
                                 "evicted."
                             ),
                             "type": "object",
-                            "required": ["row", "page", "ancestor_compaction"],
+                            "required": list(EVICTED_BY),
                             "properties": {
                                 "row": {"$ref": "#/$defs/count"},
                                 "page": {"$ref": "#/$defs/count"},
@@ -248,7 +241,7 @@ SOURCE: dict[str, Any] = {
                                 "none."
                             ),
                             "type": "object",
-                            "required": ["stored", "dropped_full", "dropped_ineligible", "failed"],
+                            "required": list(STORE_OUTCOMES),
                             "properties": {
                                 "stored": {"$ref": "#/$defs/count"},
                                 "dropped_full": {"$ref": "#/$defs/count"},
@@ -304,7 +297,7 @@ SOURCE: dict[str, Any] = {
                         "denominator of every tier's share."
                     ),
                     "type": "object",
-                    "required": ["computed", "gpu_prefix", "host_restored"],
+                    "required": list(TOKEN_SOURCES),
                     "properties": {
                         "computed": {"$ref": "#/$defs/count"},
                         "gpu_prefix": {"$ref": "#/$defs/count"},

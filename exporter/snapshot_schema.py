@@ -115,6 +115,6 @@ def histogram_keys(source: Mapping[str, Any] = SOURCE) -> dict[str, tuple[str, s
 
 
 # The v3 sections: schema 3's additions to `offload`, each read, and dropped when it breaks
-# the schema, as a whole (exporter/snapshot.py).
+# the schema, as a whole (exporter/snapshot_v3.py).
 V3_SECTIONS: Final = tuple(p for p in additions(3) if p.startswith("offload."))
 HISTOGRAM_KEYS: Final = histogram_keys()

@@ -2,34 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable
 
 from simulator.slabs import SlabPool
-
-
-class Node(Protocol):
-    """What the audit reads of simulator.index.Node (a protocol: the index imports the audit,
-    so the audit does not import the index back)."""
-
-    @property
-    def node_id(self) -> int: ...
-    @property
-    def parent(self) -> Node | None: ...
-    @property
-    def blocks(self) -> Sequence[object]: ...
-    @property
-    def pages(self) -> Sequence[int]: ...
-    @property
-    def depth(self) -> int: ...
-    @property
-    def children(self) -> Mapping[Any, Node]: ...
-    @property
-    def row(self) -> int | None: ...
-    @property
-    def durable(self) -> bool: ...
-    @property
-    def pins(self) -> int: ...
+from simulator.tree import Node
 
 
 def audit_index(nodes: Iterable[Node], pool: SlabPool) -> list[str]:

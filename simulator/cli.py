@@ -20,7 +20,8 @@ from fastapi import FastAPI
 from exporter import options
 from exporter.options import Option, OptionParser
 from simulator.app import build_app
-from simulator.engine import SNAPSHOT_VERSIONS, EngineConfig, SimulatedEngine
+from simulator.config import SNAPSHOT_VERSIONS, EngineConfig
+from simulator.engine import SimulatedEngine
 from simulator.latency import LatencyModel
 from simulator.outage import OutageOptions
 from simulator.runner import DEFAULT_RATES, ENGINE_DEFAULTS, OUTAGE_DEFAULTS, SCENARIOS, build_scenario

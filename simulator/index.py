@@ -21,8 +21,7 @@ hit), the stores dropped for want of room or refused as too large, the stores th
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from itertools import count
 
 from simulator.audit import audit_index
@@ -35,55 +34,7 @@ from simulator.retired import (
 )
 from simulator.slabs import SlabPool
 from simulator.stats import Outcome, Pressure, TierStats
-
-Block = tuple[int, ...]
-
-
-@dataclass(eq=False)
-class Node:
-    node_id: int
-    key: str
-    parent: Node | None
-    blocks: list[Block]
-    pages: list[int]
-    depth: int
-    children: dict[Block, Node] = field(default_factory=dict)
-    row: int | None = None
-    had_row: bool = False
-    durable: bool = True
-    pins: int = 0
-    last_access: float = 0.0
-    # Hash of every block from the root to the end of this node's edge (simulator.retired).
-    prefix: int = 0
-    # When its row's store completed, and when that row last served a hit (None: never).
-    stored_at: float = 0.0
-    last_hit: float | None = None
-    # How a node still in the tree lost its row (only compaction leaves one there).
-    lost_by: Cause | None = None
-
-    def path(self) -> Iterator[Node]:
-        """This node and its ancestors, roots excluded."""
-        node: Node | None = self
-        while node is not None and node.parent is not None:
-            yield node
-            node = node.parent
-
-
-@dataclass(frozen=True)
-class LookupResult:
-    hit: bool
-    reason: str | None
-    node_id: int | None
-    tokens: int
-
-
-def _common(edge: Sequence[Block], blocks: Sequence[Block]) -> int:
-    n = 0
-    for a, b in zip(edge, blocks, strict=False):
-        if a != b:
-            break
-        n += 1
-    return n
+from simulator.tree import Block, LookupResult, Node, common_blocks
 
 
 class PrefixIndex:
@@ -156,7 +107,7 @@ class PrefixIndex:
             child = node.children.get(blocks[i])
             if child is None:
                 break
-            n = _common(child.blocks, blocks[i:])
+            n = common_blocks(child.blocks, blocks[i:])
             i += n
             if n < len(child.blocks):
                 break
@@ -243,7 +194,7 @@ class PrefixIndex:
             child = node.children.get(blocks[i])
             if child is None:
                 break
-            n = _common(child.blocks, blocks[i:])
+            n = common_blocks(child.blocks, blocks[i:])
             if n < len(child.blocks):
                 split_child, split = child, n
                 i += n

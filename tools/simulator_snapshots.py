@@ -20,7 +20,8 @@ from typing import Any
 import structlog
 
 from simulator.clock import ManualClock
-from simulator.engine import EngineConfig, SimulatedEngine
+from simulator.config import EngineConfig
+from simulator.engine import SimulatedEngine
 from simulator.runner import ENGINE_DEFAULTS, build_scenario, drive
 from simulator.scenarios import make_prompt
 from simulator.slabs import MIB, SlabGeometry

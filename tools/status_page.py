@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from simulator.engine import EngineConfig
+from simulator.config import EngineConfig
 from tools.chromium import Chromium, chromium
 from tools.harness import Proc, Procs, wait_until
 
