@@ -18,14 +18,7 @@ LIMIT = 400
 ALLOWED_FOR_NOW: dict[str, int] = {
     "exporter/experiment/commands.py": 402,
     "exporter/experiment/probe.py": 408,
-    "tests/deploy/test_image.py": 466,
-    "tests/drill/test_drill.py": 613,
     "tests/experiment/test_compare.py": 682,
-    "tests/restore/test_store.py": 449,
-    "tests/restore/test_window.py": 577,
-    "tests/simulator/test_sim_v3.py": 471,
-    "tests/web/test_auth.py": 413,
-    "tests/web/test_slow_clients.py": 428,
 }
 
 
