@@ -49,8 +49,17 @@ def test_merge_after_an_unreadable_file_loses_nothing(t0: float, before: list, d
             assert merged.last_window.start == saved.window.start
     elif saved.window is not None:
         assert merged.window is not None and merged.window.start <= saved.window.start
-        if merged.window.start == saved.window.start and saved.window.incumbent:
+        if saved.window.incumbent:  # an incumbent on file is never lost
+            assert merged.window.incumbent is not None
+        file_first = mem.window is None or merged.window.start < mem.window.start or (
+            merged.window.start == saved.window.start
+            and saved.window.start_exact >= mem.window.start_exact)
+        if file_first and saved.window.incumbent:  # the file's window, with its incumbent
             assert merged.window.incumbent == saved.window.incumbent
+        elif mem.window is not None and merged.window.start == mem.window.start:
+            # This process's window (earlier, or exact where the file's was not at the same
+            # time) keeps its incumbent; the file's fills it in when it had none.
+            assert merged.window.incumbent == (mem.window.incumbent or saved.window.incumbent)
     later = max((s for s in (saved, mem) if s.judged is not None),
                 key=lambda s: s.judged.end if s.judged else 0.0, default=None)
     if later is not None:
