@@ -207,13 +207,14 @@ def context() -> set[str]:
 def test_dockerignore_keeps_the_context_to_the_wheel_sources(context: set[str]) -> None:
     rules = _ignore_rules()
     for rel in ("pyproject.toml", "README.md", "exporter/schema/snapshot-v1.schema.json",
-                "exporter/py.typed", "exporter/cli.py", "simulator/__init__.py"):
+                "exporter/py.typed", "exporter/cli.py", "lab/commands.py", "simulator/__init__.py"):
         assert rel in context, rel
     for rel in (".git/HEAD", ".venv/bin/python", "tests/conftest.py", "deploy/kubernetes/pvc.yaml",
                 "exporter/__pycache__/cli.cpython-311.pyc", "exporter/x.pyc", "state/restore-state.json",
                 ".mypy_cache/x", "Dockerfile", "helios_exporter.egg-info/PKG-INFO"):
         assert not in_context(rel, rules), rel
-    assert {rel.split("/")[0] for rel in context} <= {"pyproject.toml", "README.md", "exporter", "simulator"}
+    assert {r.split("/")[0] for r in context} <= {"pyproject.toml", "README.md", "exporter", "lab",
+                                                 "simulator"}
 
 
 def _copies(dockerfile: list[Instruction]) -> list[tuple[list[str], str]]:
@@ -314,8 +315,7 @@ def test_wheel_contents(installed: Installed) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     assert "exporter/schema/snapshot-v1.schema.json" in names
     assert "exporter/py.typed" in names
-    # every module of both packages, subpackages included
-    sources = {p.relative_to(ROOT).as_posix() for pkg in ("exporter", "simulator")
+    sources = {p.relative_to(ROOT).as_posix() for pkg in ("exporter", "lab", "simulator")  # every module
                for p in (ROOT / pkg).rglob("*.py") if "__pycache__" not in p.parts}
     assert sources <= names, sorted(sources - names)
     assert not {n for n in names if n.startswith(("tests/", "deploy/", "alerts/", "dashboards/"))}

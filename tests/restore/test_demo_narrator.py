@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from restore_helpers import BOUNDS, fail, final, poll, restart
 
-from exporter.demo.story import RestoreNarrator, Stamp
 from exporter.restore.report import restore_status
 from exporter.restore.window import RestoreState
+from lab.demo.story import RestoreNarrator, Stamp
 
 
 def narrate(*states: RestoreState, generation: str = "g2") -> str:
