@@ -19,10 +19,11 @@ from pathlib import Path
 
 from exporter import jsonfile
 from exporter.options import Option
-from lab import identity, semantic
+from lab import identity
 from lab.client import SidecarError, connect
-from lab.compare import CANNOT_COMPARE, MIN_REPETITIONS, TEAM_RECORDS, compare
-from lab.compare_text import render
+from lab.compare import semantic
+from lab.compare.admission import CANNOT_COMPARE, MIN_REPETITIONS, TEAM_RECORDS, compare
+from lab.compare.text import render
 from lab.evidence_command import EVIDENCE, err, run_evidence, sidecar_options
 from lab.observer_cost import command as observer_cost
 from lab.probe_command import PROBE, run_probe

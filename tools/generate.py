@@ -154,8 +154,8 @@ def _event_table(root: Path) -> dict[str, str]:
 
 def _gate_inputs(root: Path) -> dict[str, str]:
     """docs/experiments.md's table of what each gate of `compare` reads, from the gates' own
-    declarations (lab/inputs.py)."""
-    from lab.inputs import table
+    declarations (lab/compare/inputs.py)."""
+    from lab.compare.inputs import table
 
     rel = "docs/experiments.md"
     return {rel: splice((root / rel).read_text(encoding="utf-8"), "gate-inputs", table(), rel)}

@@ -160,8 +160,8 @@ def test_the_graph_sees_the_imports() -> None:
     assert "alerts.generate" in graph["tools.generate"]  # from alerts import generate (lazy)
     assert "bench.report" in graph["bench.regression"]  # from report import GOALS (a script)
     assert "alerts.config" in graph["alerts.generate"]  # from alerts import config as _config
-    assert "lab.matched" in graph["lab.gates"]  # from lab.matched import Lane
-    assert "exporter.phases.deltas" in graph["lab.inputs"]  # the lab reads the sidecar's modules
+    assert "lab.compare.matched" in graph["lab.compare.gates"]  # from lab.compare.matched import Lane
+    assert "exporter.phases.deltas" in graph["lab.compare.inputs"]  # the lab reads the sidecar's modules
     assert len(graph) > 200
 
 

@@ -1,13 +1,13 @@
 """The strict-output gate of `compare`: request by request, pair by pair, both arms returned the
-output length the corpus fixed and the same output hash (lab/compare.py)."""
+output length the corpus fixed and the same output hash (lab/compare/admission.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from lab.matched import Lane
-from lab.verdicts import FAILS, HOLDS, NOT_EVALUATED, Gate
+from lab.compare.matched import Lane
+from lab.compare.verdicts import FAILS, HOLDS, NOT_EVALUATED, Gate
 
 OTHER_OUTPUT: Final = "another output (output_sha256 differs)"
 # Changes that may change the text itself (numerics, another checkpoint, speculative decoding):

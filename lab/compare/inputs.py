@@ -62,7 +62,7 @@ DECLARED_DIMS: Final = ("runtime", "quantization", "speculation", "recipe", "pow
                         "source_commit", "source_diff")
 
 GATE_INPUTS: Final[dict[str, tuple[str, tuple[Input, ...]]]] = {
-    # The phase summaries are derived from these (lab/rederive.py): a stored
+    # The phase summaries are derived from these (lab/compare/rederive.py): a stored
     # summary that disagrees refuses; an edge without them gives null deltas.
     "captures": (LANES, (
         Input((*PHASE, "name")), Input((*PHASE, "state")), Input((*PHASE, "valid")),

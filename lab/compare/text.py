@@ -4,7 +4,7 @@ every gate, and the verdict with its exit code (pure: a string)."""
 from __future__ import annotations
 
 from exporter.phases.deltas import quantile
-from lab.compare import (
+from lab.compare.admission import (
     ADMITTED,
     CANNOT_COMPARE,
     MAX_REGRESSION,
@@ -13,8 +13,8 @@ from lab.compare import (
     TEAM_RECORDS,
     Comparison,
 )
-from lab.repetitions import LaneArm
-from lab.verdicts import FAILS, NOT_EVALUATED, pct
+from lab.compare.repetitions import LaneArm
+from lab.compare.verdicts import FAILS, NOT_EVALUATED, pct
 
 SIMULATED = ("SIMULATED: the evidence comes from the simulated engine (helios-exporter simulate): "
              "it exercises this gate, it measures nothing about Helios.")

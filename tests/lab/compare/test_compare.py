@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compare_run import BASE, FAST, SMALL, SOURCE, UNCHECKED, base_arm, cand_arm, gate, run
 from evidence_builder import (
     DECLARED,
     IDENTITY,
@@ -27,6 +26,7 @@ from evidence_builder import (
 )
 
 from exporter import cli
+from tests.lab.compare.compare_run import BASE, FAST, SMALL, SOURCE, UNCHECKED, base_arm, cand_arm, gate, run
 
 
 def test_admitted_shows_every_gate_and_denominator(tmp_path: Path,

@@ -3,12 +3,12 @@ docs/experiments.md section 4).
 
 Nothing stored is trusted: each arm's phase deltas, validity and generation, and its passes'
 sums, are derived again from the raw captures and per-request records
-(lab/rederive.py), and a stored summary that disagrees refuses. Every lane
-present in either arm is gated (lab/lanes.py): the command line names the
+(lab/compare/rederive.py), and a stored summary that disagrees refuses. Every lane
+present in either arm is gated (lab/compare/lanes.py): the command line names the
 primary lane, every other one is protected. A lane's repetitions are `LANE/1` ... `LANE/R`
-(lab/repetitions.py), each on its own fresh incarnation; baseline repetition n is
+(lab/compare/repetitions.py), each on its own fresh incarnation; baseline repetition n is
 paired with candidate repetition n, in the order they ran. The gates, every one printed, each
-reading the fields lab/inputs.py declares for it (missing or null: not
+reading the fields lab/compare/inputs.py declares for it (missing or null: not
 evaluated):
 
 - identity: the engines are the same in every dimension but the one declared change
@@ -16,17 +16,17 @@ evaluated):
 - repetitions: equal counts (at least MIN_REPETITIONS), every repetition usable, the same bytes
   in the same order, the same number of requests.
 - lanes: every lane gated; an allocator change protects a small working set and a page-heavy
-  long context (lab/gates.py).
+  long context (lab/compare/gates.py).
 - accounting: no counter contradicts another (part of each repetition being usable, shown apart).
 - strict output: request by request, pair by pair, both arms returned the output length the
-  corpus fixed and the same output hash (lab/strict.py).
+  corpus fixed and the same output hash (lab/compare/strict.py).
 - counter evidence (an allocator change only): row pressure with page headroom in at least
   MIN_HEADROOM_SHARE of each baseline repetition's row-pressure attempts (primary lane).
 - primary: every pair of the primary lane at least min-benefit faster (mean end-to-end latency
   of the engine's histogram, sum over count); protected: no pair of a protected lane more than
   max-regression slower. Pairs, not pooled means: a benefit must hold in every matched pair, so
   that one lucky repetition cannot carry it, and the pooled figure is shown beside them.
-- semantic: the engine team's verdict on the outputs (lab/semantic.py).
+- semantic: the engine team's verdict on the outputs (lab/compare/semantic.py).
 
 Exit 0 (admitted): every gate holds at the admission gate's thresholds (MIN_BENEFIT,
 MAX_REGRESSION); other thresholds are exploratory and never admit. 1 (not admitted): a gate
@@ -45,13 +45,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from lab import evidence, identity
-from lab import lanes as lane_names
-from lab.gates import accounting_gate, counter_evidence, inputs_known, lanes_gate
-from lab.matched import Lane, Pair
-from lab.rederive import rederive
-from lab.repetitions import lane_arm
-from lab.strict import strict_output
-from lab.verdicts import (
+from lab.compare import lanes as lane_names
+from lab.compare.gates import accounting_gate, counter_evidence, inputs_known, lanes_gate
+from lab.compare.matched import Lane, Pair
+from lab.compare.rederive import rederive
+from lab.compare.repetitions import lane_arm
+from lab.compare.strict import strict_output
+from lab.compare.verdicts import (
     CANNOT,
     FAILS,
     HOLDS,

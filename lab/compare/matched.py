@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lab.repetitions import LaneArm, Rep
+from lab.compare.repetitions import LaneArm, Rep
 
 
 @dataclass

@@ -1,15 +1,15 @@
 """The gates of `compare` that read lanes as a whole: which lanes are gated, the accounting,
 the counter evidence, and the check that every gate's declared inputs are there
-(lab/inputs.py). Pure functions of the lanes `compare` matched."""
+(lab/compare/inputs.py). Pure functions of the lanes `compare` matched."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lab import inputs, lanes
-from lab.matched import Lane
-from lab.verdicts import (
+from lab.compare import inputs, lanes
+from lab.compare.matched import Lane
+from lab.compare.verdicts import (
     CANNOT,
     FAILS,
     HOLDS,

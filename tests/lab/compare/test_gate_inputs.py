@@ -18,8 +18,8 @@ from evidence_builder import LONG_PROMPT, WIDER, Arm
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lab.compare import ADMITTED, CANNOT_COMPARE, compare
-from lab.inputs import GATE_INPUTS, IRRELEVANT
+from lab.compare.admission import ADMITTED, CANNOT_COMPARE, compare
+from lab.compare.inputs import GATE_INPUTS, IRRELEVANT
 from lab.schema import SchemaError, check_evidence
 
 Place = tuple[str | int, ...]

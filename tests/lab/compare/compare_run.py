@@ -1,6 +1,6 @@
 """`helios-exporter compare` through the real command line on constructed evidence
 (evidence_builder.py): the arms the tests start from and how a test runs the command and reads a
-gate's line (tests/lab/test_compare*.py)."""
+gate's line (tests/lab/compare/test_compare*.py)."""
 
 from __future__ import annotations
 

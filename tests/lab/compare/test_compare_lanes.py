@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compare_run import BASE, FAST, SMALL, UNCHECKED, base_arm, cand_arm, gate, run
 from evidence_builder import (
     GPU_PREFIX,
     IDENTITY,
@@ -25,6 +24,7 @@ from evidence_builder import (
 )
 
 from exporter import cli
+from tests.lab.compare.compare_run import BASE, FAST, SMALL, UNCHECKED, base_arm, cand_arm, gate, run
 
 
 def test_every_lane_is_gated_whatever_the_command_line_names(
