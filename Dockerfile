@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# helios-exporter: the sidecar (`serve`, the default command) and the simulated engine
-# (`simulate`) in one image. Build it with podman or buildah (Docker works the same):
+# helios-exporter: the sidecar (`serve`, the default command), the simulated engine (`simulate`)
+# and the lab's client commands in one image. Build it with podman or buildah (Docker works the
+# same):
 #
 #   scripts/image                      # prints the image's name last
 #   podman run --rm -p 19400:19400 -e HELIOS_EXPORTER_ENGINE_URL=http://engine:8000 \
@@ -34,6 +35,7 @@ RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.tom
     && python3 -m pip wheel --wheel-dir /wheels -r requirements.txt
 COPY README.md ./
 COPY exporter/ exporter/
+COPY lab/ lab/
 COPY simulator/ simulator/
 # /wheels ends up holding helios_exporter-*.whl and every runtime dependency as a wheel.
 RUN python3 -m pip wheel --no-deps --wheel-dir /wheels .

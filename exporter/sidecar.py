@@ -22,12 +22,12 @@ from exporter.collectors.http import HttpCollector
 from exporter.config import Config
 from exporter.defaults import HOST_TIMEOUT
 from exporter.durable import DirectoryHeld, DirectoryLock
-from exporter.experiment.book import PhaseBook, PhaseStore
-from exporter.experiment.capture import Capture, capture_of
 from exporter.exposition import ExpositionCache
 from exporter.layout import LayoutError, Records, load, records
 from exporter.loop import PollLoop
 from exporter.oncall.html import page
+from exporter.phases.book import PhaseBook, PhaseStore
+from exporter.phases.capture import Capture, capture_of
 from exporter.pins import Pins
 from exporter.redact import redact_url
 from exporter.registry import Collectors, build_registry

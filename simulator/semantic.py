@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from exporter.experiment import jsonfile
+from exporter import jsonfile
 from simulator import outputs
 from simulator.app import tokenize
 

@@ -18,7 +18,7 @@ Two kinds of generator:
 A new generator is one entry in GENERATORS, in the order that its inputs are written: a derived
 one is a function of the repository root. Each also runs alone: `scripts/generate NAME`. This is
 the one entry: the generators' modules (alerts/, dashboards/, deploy/, ...) have no command line
-of their own and import nothing from tools/ (tests/test_imports.py holds that).
+of their own and import nothing from tools/ (tests/repo/test_imports.py holds that).
 """
 
 from __future__ import annotations
@@ -154,8 +154,8 @@ def _event_table(root: Path) -> dict[str, str]:
 
 def _gate_inputs(root: Path) -> dict[str, str]:
     """docs/experiments.md's table of what each gate of `compare` reads, from the gates' own
-    declarations (exporter/experiment/inputs.py)."""
-    from exporter.experiment.inputs import table
+    declarations (lab/compare/inputs.py)."""
+    from lab.compare.inputs import table
 
     rel = "docs/experiments.md"
     return {rel: splice((root / rel).read_text(encoding="utf-8"), "gate-inputs", table(), rel)}

@@ -26,7 +26,7 @@ from tools.harness import PYTHON, ROOT, Procs
 OUT = ROOT / "docs" / "experiments" / "observer-cost"
 DATA = ROOT / "tests" / "fixtures" / "experiments" / "observer-cost"
 PAGE = ROOT / "docs" / "experiments.md"
-MARKER = "<!-- observer-cost result: tests/experiment/test_observer_cost_docs.py -->\n"
+MARKER = "<!-- observer-cost result: tests/lab/observer_cost/test_docs.py -->\n"
 FILES = {"plan.json": DATA, "observer-cost.json": DATA, "observer-cost.md": OUT,
          "observer-cost.png": OUT}
 ENGINE = ("--seed", "1", "--time-scale", "20", "--trace-cost", "0.05")

@@ -109,8 +109,8 @@ def test_wheel_contents(installed: Installed) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     assert "exporter/schema/snapshot-v1.schema.json" in names
     assert "exporter/py.typed" in names
-    # every module of both packages, subpackages included
-    sources = {p.relative_to(ROOT).as_posix() for pkg in ("exporter", "simulator")
+    # every module of the three packages, subpackages included
+    sources = {p.relative_to(ROOT).as_posix() for pkg in ("exporter", "lab", "simulator")
                for p in (ROOT / pkg).rglob("*.py") if "__pycache__" not in p.parts}
     assert sources <= names, sorted(sources - names)
     assert not {n for n in names if n.startswith(("tests/", "deploy/", "alerts/", "dashboards/"))}

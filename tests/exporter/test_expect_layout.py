@@ -19,8 +19,8 @@ from exporter import layout as lay
 from exporter.oncall.html import page
 from exporter.snapshot import snapshot_from_obj
 from tests.conftest import FIXTURES
+from tests.exporter.oncall.test_page import Page
 from tests.helpers import StubEngine, contract_example, make_sidecar
-from tests.oncall.test_page import Page
 
 SEED = FIXTURES / "layouts" / "seed-001.json"
 RECORDS = lay.records(lay.load(SEED))

@@ -13,9 +13,9 @@ import httpx
 
 from exporter.app import build_app
 from exporter.config import Config
-from exporter.experiment.client import connect
 from exporter.sidecar import build
 from exporter.version import USER_AGENT, VERSION
+from lab.client import connect
 from tests.conftest import ROOT
 from tests.helpers import StubEngine
 

@@ -261,11 +261,12 @@ REQUEST_METHODS = {"request", "stream", "send", "get", "post", "put", "patch", "
                    "options"}
 THE_PATH = "exporter/sources/http.py"
 # Commands run by an operator on their own terminal (never by `serve`), with httpx clients of
-# their own: they talk to the sidecar's API, or drive an engine in an experiment.
+# their own: they talk to the sidecar's API, or drive an engine in an experiment. They are the
+# lab's (lab/), outside the sidecar package the rule reads.
 OPERATOR_COMMANDS = {
-    "exporter/oncall/terminal.py", "exporter/experiment/client.py",
-    "exporter/experiment/observer_cost_run.py", "exporter/experiment/send.py",
-    "exporter/demo/stack.py", "exporter/demo/command.py", "exporter/demo/alerts.py",
+    "lab/status/terminal.py", "lab/client.py",
+    "lab/observer_cost/run.py", "lab/send.py",
+    "lab/demo/stack.py", "lab/demo/command.py", "lab/demo/alerts.py",
 }
 
 
@@ -301,7 +302,7 @@ def test_no_module_but_the_path_calls_httpx_request_methods() -> None:
 @pytest.mark.e2e
 def test_serve_imports_none_of_the_operator_commands() -> None:
     code = ("import sys, exporter.cli, exporter.sidecar; "
-            "print('\\n'.join(m for m in sys.modules if m.startswith('exporter')))")
+            "print('\\n'.join(m for m in sys.modules if m.startswith(('exporter', 'lab'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.split()
     loaded = {m.replace(".", "/") + ".py" for m in out}

@@ -3,9 +3,9 @@ including a restore nobody watched and a failed check with its expected and foun
 
 from __future__ import annotations
 
-from exporter.demo.story import RestoreNarrator, Stamp
 from exporter.restore.report import restore_status
 from exporter.restore.window import RestoreState
+from lab.demo.story import RestoreNarrator, Stamp
 from tests.exporter.restore.restore_helpers import BOUNDS, fail, final, poll, restart
 
 
