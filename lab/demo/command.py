@@ -153,7 +153,7 @@ receivers:
 
 
 class _Stop(Exception):
-    """SIGTERM or SIGHUP: stop like Ctrl-C."""
+    """SIGINT, SIGTERM or SIGHUP: stop."""
 
 
 def _raise_stop(signum: int, frame: FrameType | None) -> None:
@@ -165,8 +165,10 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"helios-exporter demo: error: {problem}", file=sys.stderr)
         return 2
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_stop)
+    # SIGINT too: a demo started from a script in the background inherits SIGINT as ignored,
+    # and Python then leaves it so (Ctrl-C, `kill -INT` did nothing).
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {sig: signal.signal(sig, _raise_stop) for sig in handled}
     stack = Stack()
     failed = True
     try:
@@ -178,11 +180,13 @@ def run(args: argparse.Namespace) -> int:
         print("\ndemo: stopping", flush=True)
     finally:
         # A second Ctrl-C must not cut the clean-up short (children left running, the folder).
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for sig in handled:
             signal.signal(sig, signal.SIG_IGN)
         kept = stack.close(keep=args.keep or failed)
         if kept:
             print(f"demo: configs, logs and state kept in {stack.tmp}", file=sys.stderr)
+        for sig, handler in before.items():  # as they were, for a caller in the same process
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
     return 1 if failed else 0
 
 

@@ -14,7 +14,7 @@ RUNBOOKS = sorted((ROOT / "docs" / "runbooks").glob("*.md"))
 
 @pytest.mark.parametrize("runbook", RUNBOOKS, ids=[p.stem for p in RUNBOOKS])
 def test_every_runbook_says_where_to_see_it(runbook: Path) -> None:
-    """In the generated Set up section, with the address its blocks set (tests/docs runs the
+    """In the generated Set up section, with the address its blocks set (tests/repo/runbooks runs the
     commands: the CLI parses them and --sidecar is the sidecar's address there)."""
     text = runbook.read_text()
     setup = text[text.index("<!-- BEGIN GENERATED: setup"):text.index("<!-- END GENERATED: setup")]

@@ -11,15 +11,23 @@ from pathlib import Path
 
 from tools.harness import PYTHON, ROOT
 
+# Starts the demo with SIGINT's disposition set first (a shell's background job inherits it as
+# ignored, an interactive one as default), whatever this test process's own is.
+WITH_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, getattr(signal, sys.argv[1]));"
+               " os.execv(sys.executable, [sys.executable, '-m', 'exporter', 'demo', *sys.argv[2:]])")
+
 
 class DemoRun:
-    def __init__(self, tmp: Path, *argv: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp: Path, *argv: str, env: dict[str, str] | None = None,
+                 sigint: str | None = None) -> None:
+        """`sigint`: "SIG_IGN" or "SIG_DFL", the disposition the demo starts with."""
         self.tmp = tmp / "tmp"
         self.tmp.mkdir(parents=True, exist_ok=True)
         self.out = tmp / "demo.out"
+        start = [PYTHON, "-c", WITH_SIGINT, sigint] if sigint else [PYTHON, "-m", "exporter", "demo"]
         with self.out.open("wb") as out:
             self.proc = subprocess.Popen(
-                [PYTHON, "-m", "exporter", "demo", *argv], stdout=out, stderr=subprocess.STDOUT,
+                [*start, *argv], stdout=out, stderr=subprocess.STDOUT,
                 cwd=ROOT, env={**os.environ, "TMPDIR": str(self.tmp), "PYTHONUNBUFFERED": "1",
                                **(env or {})})
 

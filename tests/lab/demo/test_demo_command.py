@@ -108,19 +108,20 @@ def test_a_port_something_listens_on_is_replaced() -> None:
 
 
 @pytest.mark.e2e
-def test_ctrl_c_stops_everything_and_removes_the_folder(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sigint", ["SIG_DFL", "SIG_IGN"], ids=["from_a_terminal", "in_the_background"])
+def test_ctrl_c_stops_everything_and_removes_the_folder(tmp_path: Path, sigint: str) -> None:
+    """Also when started in the background, where SIGINT is inherited as ignored (a suite run from
+    a script once left every demo it started deaf to Ctrl-C)."""
     run = DemoRun(tmp_path, "--scenario", "idle", "--no-prometheus",
-                  "--engine-port", str(any_free_port()), "--port", str(any_free_port()))
+                  "--engine-port", str(any_free_port()), "--port", str(any_free_port()),
+                  sigint=sigint)
     try:
         run.wait_for("Ctrl-C stops everything")
         folder = run.folder()
         assert folder.is_dir() and (folder / "sidecar.log").exists()
         run.proc.send_signal(signal.SIGINT)
-        # The demo gives each child 10 s to stop before it kills it. Under the whole suite's
-        # load on two cores (Prometheus pairs, VictoriaMetrics and vmalert beside it) the stop
-        # took over 60 s in two runs, while alone it takes about 2 s, with two busy-loop cores
-        # or a disk flooded with fsyncs too: why is not known yet (issue 32's note).
-        assert run.proc.wait(timeout=240) == 0, run.output()
+        # Each child has 10 s to stop before it is killed; alone the demo stops in about 2 s.
+        assert run.proc.wait(timeout=60) == 0, run.output()
     finally:
         run.stop()
     assert "demo: stopping" in run.output()
