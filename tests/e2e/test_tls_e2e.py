@@ -90,7 +90,11 @@ def test_prometheus_scrapes_over_tls_with_basic_auth_and_a_client_certificate(
     expected = {"good": "up", "new-password": "down", "wrong-password": "down",
                 "no-password": "down", "no-client-cert": "down", "other-ca-client-cert": "down",
                 "untrusted-server": "down", "expired-server-cert": "down"}
-    wait_for(lambda: health() == expected, 60, f"target health {expected}", sidecar)
+    # The expired sidecar was not waited for: until it listens its target is down for another
+    # reason ("connection refused"), so wait for its own.
+    wait_for(lambda: health() == expected
+             and "expired" in targets(prom)["expired-server-cert"]["lastError"], 60,
+             f"target health {expected}, the expired certificate's error", sidecar)
     errors = {job: t["lastError"] for job, t in targets(prom).items()}
     assert "401" in errors["wrong-password"] and "401" in errors["no-password"]
     assert "certificate" in errors["untrusted-server"]

@@ -21,6 +21,7 @@ import bcrypt
 import httpx
 import pytest
 
+from exporter.defaults import AUTH_ANSWER_WITHIN
 from tools.harness import Procs, families, free_port, sample, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -148,21 +149,44 @@ def test_the_right_password_answers_while_ten_wrong_user_requests_run(
         t.start()
     try:
         wait_until(lambda: all(g.answers for g in guessers), 60, "every guesser answered")
-        frank_pw, _ = COST_14["frank"]
+        frank_pw, frank_hash = COST_14["frank"]
         tries: list[tuple[int, float]] = []
+        # What one cost-14 check costs on this machine while frank's runs (its own thread here,
+        # as the sidecar's worker is one there): the yardstick for a late answer below.
+        one_check: list[float] = []
+
+        def yardstick() -> None:
+            t0 = time.monotonic()
+            bcrypt.checkpw(frank_pw.encode(), frank_hash.encode())
+            one_check.append(time.monotonic() - t0)
+
+        measuring = threading.Thread(target=yardstick)
         with client("127.0.0.2") as c:
             # As Prometheus: one scrape, which must succeed within its timeout while the guessing
             # goes on (the promise; a 429 here would be a failed scrape).
+            measuring.start()
             t0 = time.monotonic()
             answer = c.get(metrics, headers=basic("frank", frank_pw))
             tries.append((answer.status_code, time.monotonic() - t0))
+            measuring.join(60)
+            if answer.status_code == 429:
+                # Its check started at once (a worker is kept for clients without failures) but
+                # the machine could not finish one bcrypt within the answer bound: a loaded
+                # machine, not a stall, only where one check took over half that bound here too
+                # (queued behind a guesser's check, it would take about two). The check runs on
+                # and its success is cached: the next scrape is answered.
+                assert one_check and one_check[0] > AUTH_ANSWER_WITHIN / 2, (tries, one_check)
+                time.sleep(float(answer.headers.get("retry-after", "1")))
+                t0 = time.monotonic()
+                answer = c.get(metrics, headers=basic("frank", frank_pw))
+                tries.append((answer.status_code, time.monotonic() - t0))
         right_took = tries[0][1]
         time.sleep(1.0)  # the guessing goes on after it
     finally:
         stop.set()
         for t in threads:
             t.join(60)
-    assert [s for s, _ in tries] == [200], tries  # answered at the first scrape
+    assert [s for s, _ in tries] in ([200], [429, 200]), tries  # the 429: only as said above
     assert max(took for _, took in tries) < SCRAPE_TIMEOUT, tries
     answers = [a for g in guessers for a in g.answers]
     assert {s for s, _ in answers} <= {401, 429}, answers
@@ -176,7 +200,8 @@ def test_the_right_password_answers_while_ten_wrong_user_requests_run(
     # that check ends).
     assert wrong is not None and wrong >= sum(1 for s, _ in answers if s == 401) + sum(
         1 for s, _ in burst if s == 401)
-    print(f"right password {right_took:.2f} s (answers {tries}) among {len(answers)} wrong answers "
+    print(f"right password {right_took:.2f} s (answers {tries}; one check here {one_check}) "
+          f"among {len(answers)} wrong answers "
           f"({sum(1 for s, _ in answers if s == 401)} x 401, "
           f"{sum(1 for s, _ in answers if s == 429)} x 429), the slowest {slowest:.2f} s; "
           f"burst from one client: {sorted(s for s, _ in burst)}")
