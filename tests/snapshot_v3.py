@@ -15,14 +15,31 @@ from collections import Counter
 from itertools import pairwise
 from typing import Any
 
-from exporter.labels import miss_reason
+from exporter.catalogue.model import Family
+from exporter.labels import PRESSURES, miss_reason
+from exporter.snapshot_schema import additions
 
-# What v3 adds, as paths under `offload` (a `*` is each pressure).
-V3_FIELDS = (
-    ("host", "store_outcomes"), ("host", "stored_bytes"), ("host", "restore_transfers"),
-    ("evictions", "*", "age_seconds"), ("evictions", "*", "idle_seconds"),
-    ("lookups", "blocked_tokens"), ("lookups", "evicted_by"), ("geometry",), ("prompt_tokens",),
-)
+
+def _v3_fields() -> tuple[tuple[str, ...], ...]:
+    """What v3 adds under `offload`, from the schema's one source (a `*` is each pressure)."""
+    out: dict[tuple[str, ...], None] = {}
+    for path in additions(3):
+        keys = path.split(".")
+        if keys[0] == "offload":
+            out[tuple("*" if k in PRESSURES and keys[1] == "evictions" else k
+                      for k in keys[1:])] = None
+    return tuple(out)
+
+
+V3_FIELDS = _v3_fields()
+
+
+def series(row: Family) -> int:
+    """The series a row exports when the snapshot has its every field: one per combination of
+    its closed label values (`generation` is one), and for a histogram its kept buckets, `_sum`
+    and `_count` each."""
+    n = math.prod(len(row.values[label]) for label in row.labels if label != "generation")
+    return n * (row.max_buckets + 2 if row.type == "histogram" else 1)
 
 
 def strip_v3(obj: dict[str, Any]) -> dict[str, Any]:
