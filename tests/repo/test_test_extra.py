@@ -13,7 +13,9 @@ from packaging.requirements import Requirement
 
 from tests.conftest import ROOT
 
-OURS = {"exporter", "simulator", "alerts", "dashboards", "deploy", "tests", "tools", "bench"}
+# The repository's own top-level folders of Python (a new one, such as lab/, is not a
+# dependency).
+OURS = {p.name for p in ROOT.iterdir() if p.is_dir() and any(p.glob("*.py"))} | {"tests"}
 
 
 def _imports(folder: Path) -> set[str]:
