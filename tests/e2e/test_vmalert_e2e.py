@@ -42,7 +42,9 @@ FIRE_LAG = 40.0
 # under the whole suite's load on 2 cores. VictoriaMetrics's default -search.latencyOffset (30 s)
 # alone would put every resolve past this bound.
 RESOLVE_LAG = 25.0
-SERVING = ("--outage-after", "8", "--rate", "2")
+# The outage starts 30 s after the simulator: both stores must have scraped the sidecar before the
+# window opens (a busy machine once took VictoriaMetrics over 15 s).
+SERVING = ("--outage-after", "30", "--rate", "2")
 # Slower than test_alerts_e2e.py's late case, so that every restore alert outlasts vmalert's
 # lag at a window's start (FIRE_LAG): two requests stuck through a 60 s drain, the request cutoff
 # at 40 s (while they are in flight), the restore bound at 50 s, the engine back about 71 s after
@@ -121,7 +123,7 @@ def engines(tmp_path: Any) -> Iterator[Engines]:
         _, sidecar = stack.sidecar(engine, *LATE_SIDECAR, port=port)
         wait_for(lambda: query(prom, f'helios_restore_window_open{{job="{JOB}"}} == 0'), 15,
                  "Prometheus scrapes the sidecar")
-        wait_for(lambda: query(vm, f'helios_restore_window_open{{job="{JOB}"}} == 0'), 15,
+        wait_for(lambda: query(vm, f'helios_restore_window_open{{job="{JOB}"}} == 0'), 25,
                  "VictoriaMetrics scrapes the sidecar")
         yield Engines(prom, vmalert, sidecar)
     finally:
@@ -146,7 +148,7 @@ def test_vmalert_fires_and_resolves_the_restore_alerts_as_prometheus_does(engine
     # later window).
     resolves = {"HeliosRestoreWindowOpen", "HeliosRequestCutoffBreached",
                 "HeliosRestoreBoundAtRisk,bound=restore", "HeliosRestoreBoundBreached,bound=restore"}
-    # The outage starts 8 s after the simulator and the window closes about 71 s later; then
+    # The outage starts 30 s after the simulator and the window closes about 71 s later; then
     # watch until vmalert has fired everything and both have resolved what the close ends.
     while time.monotonic() - start < 240:
         now = time.monotonic()
