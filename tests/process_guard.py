@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -36,6 +37,18 @@ def process_fixture(*args: Any, **kwargs: Any) -> Any:
         return pytest.fixture(*args, **kwargs)(fn)  # type: ignore[no-any-return]
 
     return wrap
+
+
+def mark_folder(folder: Path, mark: pytest.MarkDecorator) -> Callable[[list[pytest.Item]], None]:
+    """A conftest's `pytest_collection_modifyitems` that gives every test under `folder` `mark`
+    (the marked suites tests/e2e and tests/hostile)."""
+
+    def modify(items: list[pytest.Item]) -> None:
+        for item in items:
+            if item.path.is_relative_to(folder):
+                item.add_marker(mark)
+
+    return modify
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -8,11 +8,6 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.procs import stack  # noqa: F401  (fixture)
+from tests.process_guard import mark_folder
 
-HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.is_relative_to(HERE):
-            item.add_marker(pytest.mark.e2e)
+pytest_collection_modifyitems = mark_folder(Path(__file__).resolve().parent, pytest.mark.e2e)

@@ -7,10 +7,6 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+from tests.process_guard import mark_folder
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.is_relative_to(HERE):
-            item.add_marker(pytest.mark.hostile)
+pytest_collection_modifyitems = mark_folder(Path(__file__).resolve().parent, pytest.mark.hostile)
