@@ -1,4 +1,4 @@
-"""Engine ingest: the pass-through (exporter.passthrough.parse, then passthrough_totals.fold
+"""Engine ingest: the pass-through (exporter.sources.engine_metrics.parse, then passthrough_totals.fold
 into the previous poll's totals, as the sidecar does every poll) against prometheus_client's full
 parser, same text.
 
@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import ROOT, install_sigterm, percentile, write_json
 
 sys.path.insert(0, str(ROOT))
-from exporter import passthrough
-from exporter.passthrough_totals import fold
+from exporter.cycle.passthrough_totals import fold
+from exporter.sources import engine_metrics as passthrough
 
 SGLANG = ROOT / "tests" / "fixtures" / "real" / "sglang_production_metrics.prom"
 MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "qwen3-next")

@@ -150,8 +150,8 @@ async def cycle_cost(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any
 def _passthrough_poll(text: str) -> Callable[[], None]:
     """One poll's pass-through as the engine source and the loop do it: the parse with the
     label cache kept across polls, then the fold into the previous poll's totals."""
-    from exporter import passthrough
-    from exporter.passthrough_totals import fold
+    from exporter.cycle.passthrough_totals import fold
+    from exporter.sources import engine_metrics as passthrough
 
     cache = passthrough.SeriesCache()
     totals = [fold(None, passthrough.parse(text, cache=cache), "g-bench")]
@@ -165,7 +165,8 @@ def _passthrough_poll(text: str) -> Callable[[], None]:
 async def _cycles(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any]:
     import jsonschema
 
-    from exporter.snapshot import parse_snapshot, schema, validator
+    from exporter.snapshot.parse import parse_snapshot
+    from exporter.snapshot.validate import schema, validator
     from exporter.sources.host import HostSource
     from tools.harness import StubEngine
 

@@ -68,7 +68,7 @@ def analysis(results: dict[str, Any], goals: list[tuple[str, str, str, bool | No
                 f"{per_fast:.1f} µs per allow-listed sample against the full parser's "
                 f"{per_full:.1f} µs per sample (its label regex, `floatToGoString` for every "
                 "`le`, then sorting and validating each histogram after the merge). Proposed "
-                "change (exporter/passthrough.py, not made here): keep a bounded cache from a "
+                "change (exporter/sources/engine_metrics.py, not made here): keep a bounded cache from a "
                 "line's series text (name and label block, as received) to its parsed result "
                 "(family, suffix, kept labels, dropped-label count). An engine sends the same "
                 "series every poll, so from the second poll on an allow-listed line costs a "
@@ -91,7 +91,7 @@ def analysis(results: dict[str, Any], goals: list[tuple[str, str, str, bool | No
                 text += (f"; the same jsonschema validator on the same schema with its `$defs` "
                          f"inlined costs {ms(what['median_ms'])} (what-if row in section 3): "
                          "`referencing` resolves every `$ref` on every call. Proposed change "
-                         "(exporter/snapshot.py, not made here): inline the `$defs` when the "
+                         "(exporter/snapshot/parse.py, not made here): inline the `$defs` when the "
                          "validator is built (same library, same error messages and paths)")
             text += "."
         if hand:

@@ -90,7 +90,7 @@ def ingest(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | None]]) 
         f"both see the same machine load), {d['seconds_per_input']:g} s per input, median per "
         "parse. Full parse: `list(prometheus_client.parser."
         "text_string_to_metric_families(text))`; pass-through: "
-        "`exporter.passthrough.parse(text, cache=cache)` then `passthrough_totals.fold` into "
+        "`exporter.sources.engine_metrics.parse(text, cache=cache)` then `passthrough_totals.fold` into "
         "the previous poll's totals, as the sidecar does every poll, with its label-parse cache "
         "and totals warmed by one earlier call (the first poll; engines repeat their series, "
         "only values change).", "",

@@ -4,7 +4,7 @@
 
 Prometheus asks for gzip on every scrape. The sidecar compresses each poll cycle's exposition
 once, at the first gzip scrape after the cycle, and serves the cached bytes after that
-(exporter/exposition.py), so a gzip scrape should cost what an identity scrape costs. Measured
+(exporter/collectors/exposition.py), so a gzip scrape should cost what an identity scrape costs. Measured
 here on one sidecar (`serve --no-nvml --poll-interval 1` against `simulate --scenario steady`),
 with the same wrk load per variant, alternating the order per client count:
 

@@ -1,7 +1,7 @@
 """The HTTP app: it only serves what the poll loop last published (its `View`).
 
 /metrics renders (and gzips) once per published view (a poll cycle or a restore event) and serves
-those bytes to every scraper (exporter/exposition.py). Basic auth, when configured, wraps the app
+those bytes to every scraper (exporter/collectors/exposition.py). Basic auth, when configured, wraps the app
 (exporter/web/guard.py); the bearer-token routes check their token through exporter/bearer.py,
 which counts and slows down failures (exporter/web/auth.py).
 """
@@ -19,8 +19,8 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.openmetrics import exposition as openmetrics
 
 from exporter.bearer import gated_body
-from exporter.exposition import ExpositionCache, wants_gzip, wants_openmetrics
-from exporter.loop import PollLoop
+from exporter.collectors.exposition import ExpositionCache, wants_gzip, wants_openmetrics
+from exporter.cycle.loop import PollLoop
 from exporter.oncall.html import HEADERS as PAGE_HEADERS
 from exporter.phases.book import PhaseBook
 from exporter.phases.routes import add_phase_routes

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from exporter import defaults, options, placeholders
+from exporter.cycle.pins import POWER_LIMIT_TOLERANCE_WATTS
 from exporter.logs import FORMATS as LOG_FORMATS
 from exporter.logs import LEVELS as LOG_LEVELS
-from exporter.pins import POWER_LIMIT_TOLERANCE_WATTS
-from exporter.snapshot import label_value_ok, max_ranks
+from exporter.snapshot.validate import label_value_ok, max_ranks
 
 ENV_PREFIX = defaults.ENV_PREFIX
 
@@ -236,7 +236,7 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
     """What no option can judge alone: the files' contents, and options that disagree."""
     if v.get("expect_layout") is not None:
         # Derived here only to report its problems with the others; the sidecar derives it again.
-        from exporter import layout
+        from exporter.cycle import layout
         try:
             layout.records(layout.load(Path(v["expect_layout"])))
         except layout.LayoutError as exc:

@@ -1,7 +1,7 @@
 """Every default of the sidecar, defined once.
 
 Imported by the command-line options and `Config` (exporter/config.py), the restore bounds
-(exporter/restore/window.py), the derivations (exporter/derive.py) and the sources. Where a value
+(exporter/restore/window.py), the derivations (exporter/cycle/derive.py) and the sources. Where a value
 must also appear in a generated file (alerts/config.yaml: the page headroom, the down grace, the
 memory of a window longer than the restore bound), a test ties the two (tests/exporter/test_defaults.py).
 """

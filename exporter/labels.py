@@ -36,7 +36,7 @@ EVICTED_BY: Final = ("row", "page", "ancestor_compaction")
 TOKEN_SOURCES: Final = ("computed", "gpu_prefix", "host_restored")
 # `helios_exporter_snapshot_fields_dropped_total{field}`: identity fields left out of a snapshot
 # (always exported), and v3 sections left out because they broke the schema or a histogram rule
-# (exported once one was: docs/interface.md section 4.5; exporter.snapshot_schema.V3_SECTIONS).
+# (exported once one was: docs/interface.md section 4.5; exporter.snapshot.schemas.V3_SECTIONS).
 IDENTITY_FIELDS: Final = ("image_digest", "container_id", "package", "checkpoint")
 DROPPABLE_FIELDS: Final = tuple(f"identity.{k}" for k in IDENTITY_FIELDS)
 PINS: Final = ("image_digest", "package", "checkpoint", "ranks", "power_limit")
@@ -46,7 +46,7 @@ GEOMETRY_RULES: Final = ("slabs_within_budget", "resident_within_budget", "looku
 # `helios_exporter_collector_success{collector}`: every collector of /metrics, in exposition order.
 COLLECTORS: Final = ("offload", "pins", "passthrough", "restore", "exporter", "host",
                      "experiment", "gpu", "http", "build_info", "process", "platform")
-# What goes missing from /metrics while a collector fails (exporter/registry.py registers them;
+# What goes missing from /metrics while a collector fails (exporter/collectors/registry.py registers them;
 # their docstrings show what each renders), and the alerts that go blind with it: said by
 # HeliosExporterCollectorFailing (alerts/groups/exporter.py), the status page and the runbook's
 # table (scripts/generate). `{memory}`: the alerts' window memory (alerts/config.yaml).

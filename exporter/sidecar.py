@@ -18,19 +18,19 @@ import uvicorn
 from prometheus_client.registry import Collector
 
 from exporter.app import build_app
+from exporter.collectors.exposition import ExpositionCache
 from exporter.collectors.http import HttpCollector
+from exporter.collectors.registry import Collectors, build_registry
 from exporter.config import Config
+from exporter.cycle.layout import LayoutError, Records, load, records
+from exporter.cycle.loop import PollLoop
+from exporter.cycle.pins import Pins
 from exporter.defaults import HOST_TIMEOUT
 from exporter.durable import DirectoryHeld, DirectoryLock
-from exporter.exposition import ExpositionCache
-from exporter.layout import LayoutError, Records, load, records
-from exporter.loop import PollLoop
 from exporter.oncall.html import page
 from exporter.phases.book import PhaseBook, PhaseStore
 from exporter.phases.capture import Capture, capture_of
-from exporter.pins import Pins
 from exporter.redact import redact_url
-from exporter.registry import Collectors, build_registry
 from exporter.restore import preflight
 from exporter.restore.events import TokenFile
 from exporter.restore.keeper import PreflightProbe, RestoreKeeper

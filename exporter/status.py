@@ -6,14 +6,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from exporter.collectors.registry import Health
 from exporter.config import Config
-from exporter.geometry import Geometry
+from exporter.cycle.geometry import Geometry
+from exporter.cycle.view import View
 from exporter.labels import COLLECTOR_SERIES
 from exporter.redact import redact_url
-from exporter.registry import Health
 from exporter.restore.report import restore_status
 from exporter.restore.window import Bounds
-from exporter.view import View
 
 
 def status(view: View, bounds: Bounds, config: Config, now: float, *,
@@ -82,7 +82,7 @@ def _collector(h: Health) -> dict[str, Any]:
 
 
 def _geometry(checked: Geometry | None) -> dict[str, Any] | None:
-    """The geometry rules of the last good snapshot's offload section (exporter/geometry.py);
+    """The geometry rules of the last good snapshot's offload section (exporter/cycle/geometry.py);
     the layout rule with the layout's name and the record bytes expected and found."""
     if checked is None:
         return None

@@ -20,7 +20,7 @@ import structlog
 from prometheus_client import CollectorRegistry, generate_latest
 
 from exporter.collectors.gpu import GpuCollector
-from exporter.gpu_selection import GpuSelection, advance
+from exporter.cycle.gpu_selection import GpuSelection, advance
 from exporter.sources.base import Result
 from exporter.sources.gpu_report import GpuReport
 from exporter.sources.nvml import NvmlSource

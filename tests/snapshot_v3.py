@@ -17,7 +17,7 @@ from typing import Any
 
 from exporter.catalogue.model import Family
 from exporter.labels import PRESSURES, miss_reason
-from exporter.snapshot_schema import additions
+from exporter.snapshot.schemas import additions
 
 
 def _v3_fields() -> tuple[tuple[str, ...], ...]:

@@ -163,8 +163,8 @@ def _gate_inputs(root: Path) -> dict[str, str]:
 
 def _snapshot_schema(root: Path) -> dict[str, str]:
     """Each snapshot schema's file, and docs/snapshot.md's copies, from the one source
-    (exporter/schema_source.py)."""
-    from exporter import snapshot_schema
+    (exporter/snapshot/source.py)."""
+    from exporter.snapshot import schemas as snapshot_schema
 
     page = (root / "docs" / "snapshot.md").read_text(encoding="utf-8")
     out = {}

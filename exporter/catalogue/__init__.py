@@ -3,7 +3,7 @@ says what a row holds), in exposition order.
 
 What reads it: the collectors build each family from its row (name, type, labels, HELP:
 `exporter.collectors.families.gauge("helios_gpu_up")`), the offload collector renders the rows
-read from the snapshot, exporter.derive watches their counters, `scripts/generate` writes the
+read from the snapshot, exporter.cycle.derive watches their counters, `scripts/generate` writes the
 README's metrics table and docs/interface.md's metric tables from it (exporter/catalogue/tables.py),
 and the tests hold it equal to what the sidecar exports
 (tests/exporter/catalogue/test_catalogue.py) and read it for the names dashboards may query.
@@ -20,7 +20,7 @@ from exporter.labels import COLLECTORS
 
 __all__ = ["FAMILIES", "Family", "Promise", "get", "match", "offload_rows", "snapshot_counters"]
 
-# The order of exporter/registry.py: every collector, then the registry's own families.
+# The order of exporter/collectors/registry.py: every collector, then the registry's own families.
 _ORDER = (*COLLECTORS, "registry")
 FAMILIES: Rows = tuple(sorted(
     (*offload.FAMILIES, *engine.FAMILIES, *restore.FAMILIES, *sidecar.FAMILIES, *gpu.FAMILIES),
@@ -58,5 +58,5 @@ def offload_rows() -> Rows:
 
 def snapshot_counters() -> Rows:
     """The counters read from the snapshot: each one's samples must never go down within one
-    generation (exporter.derive.counter_decreases)."""
+    generation (exporter.cycle.derive.counter_decreases)."""
     return tuple(f for f in FAMILIES if f.type == "counter" and f.field is not None)

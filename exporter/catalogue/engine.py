@@ -21,7 +21,7 @@ FAMILIES: Rows = (
            labels_doc="generation (a histogram bucket also `le`)",
            source="an allow-listed family of the engine's `/metrics` (`<vendor>:<name>`), every "
            "engine label dropped; counters and histograms as the sum of the engine series' "
-           "increases (exporter/passthrough.py)"),
+           "increases (exporter/sources/engine_metrics.py)"),
     Family("helios_host_memory_available_bytes", "gauge", (), "bytes", help="Host memory "
            "available without swapping, bytes (psutil virtual_memory().available; the node's, "
            "not the container's limit).", collector=H,

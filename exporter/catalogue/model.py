@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from exporter.snapshot_schema import HISTOGRAM_KEYS
+from exporter.snapshot.schemas import HISTOGRAM_KEYS
 
 if TYPE_CHECKING:
-    from exporter.snapshot import Offload
+    from exporter.snapshot.model import Offload
 
 Type = Literal["gauge", "counter", "histogram"]
 # What a snapshot row reads: {label values after `generation`: value}; None when the family is
@@ -55,11 +55,11 @@ class Family:
     field's path when it says nothing more.
     `field`: a family read from the snapshot's `offload` section, as a field path whose `<label>`
     parts are label values, each from its closed set in `values` (keys outside it are skipped);
-    the offload collector renders such a row and exporter.derive watches its counters for
+    the offload collector renders such a row and exporter.cycle.derive watches its counters for
     regressions. `read` replaces the path reader where a field needs more (misses mapped onto
     their reasons).
     A histogram row's `field` is the path of the histogram objects (their keys as the schema
-    names them, exporter.snapshot_schema.HISTOGRAM_KEYS); `max_buckets` bounds the buckets exported
+    names them, exporter.snapshot.schemas.HISTOGRAM_KEYS); `max_buckets` bounds the buckets exported
     per series, `+Inf` included (`histogram_reader` says which of the engine's bounds are kept).
     """
 
@@ -70,7 +70,7 @@ class Family:
     # open row's says whose types and units its families have
     _: dataclasses.KW_ONLY
     help: str | None
-    collector: str  # exporter.labels.COLLECTORS, or "registry" (exporter/registry.py itself)
+    collector: str  # exporter.labels.COLLECTORS, or "registry" (exporter/collectors/registry.py itself)
     source: str = ""  # default: the field, as code
     promised: Promise | None = None
     labels_doc: str = ""  # the labels as the docs show them; default: names and closed sets
@@ -111,7 +111,7 @@ class Family:
 
     def counter_key(self, values: tuple[str, ...]) -> str:
         """The field path of one sample of a snapshot row, without `offload.`, e.g.
-        `evictions.row.attempts` (the keys of exporter.derive.offload_counters)."""
+        `evictions.row.attempts` (the keys of exporter.cycle.derive.offload_counters)."""
         assert self.field is not None, self.name
         path = self.field.removeprefix("offload.")
         for label, value in zip(self.labels[1:], values, strict=True):

@@ -1,7 +1,7 @@
 """Families of the offload collector: the engine's identity and the offload tier, from the snapshot.
 
 A row with a `field` under `offload` is read from the snapshot by that path (model.path_reader):
-the offload collector renders it and exporter.derive checks its counters for regressions, so a
+the offload collector renders it and exporter.cycle.derive checks its counters for regressions, so a
 new field of the schema is one row here.
 """
 
@@ -18,7 +18,7 @@ from exporter.labels import (
     TOKEN_SOURCES,
     miss_counts,
 )
-from exporter.snapshot import Offload
+from exporter.snapshot.model import Offload
 
 G = "generation"
 OFFLOAD = Promise("4.1")

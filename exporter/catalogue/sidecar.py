@@ -62,7 +62,7 @@ FAMILIES: Rows = (
            source="pass-through hygiene"),
     Family("helios_exporter_snapshot_regressions_total", "counter", (), "counters",
            help="Snapshot counters that decreased within one generation (an engine defect).",
-           collector=E, source="every counter read from the snapshot (exporter/derive.py)"),
+           collector=E, source="every counter read from the snapshot (exporter/cycle/derive.py)"),
     Family("helios_exporter_poll_cycles_total", "counter", (), "cycles",
            help="Completed poll cycles.", collector=E, source="the poll loop"),
     Family("helios_exporter_poll_cycle_duration_seconds", "gauge", (), "seconds",
@@ -140,7 +140,7 @@ FAMILIES: Rows = (
     Family("helios_exporter_build_info", "gauge", ("version", "python_version"), "",
            help="The sidecar's version and the Python running it; always 1.",
            collector="build_info", promised=V2, source="always 1: the sidecar's version"),
-    # client_python's standard collectors (exporter/registry.py): their names and HELP are theirs.
+    # client_python's standard collectors (exporter/collectors/registry.py): their names and HELP are theirs.
     Family("process_*", None, (), "as client_python's", help=None, collector="process",
            promised=SIDECAR, labels_doc="",
            source="client_python's standard process collector: the sidecar's own CPU, memory, "
@@ -148,7 +148,7 @@ FAMILIES: Rows = (
     Family("python_info", "gauge", ("implementation", "major", "minor", "patchlevel", "version"),
            "", help=None, collector="platform", promised=SIDECAR,
            source="client_python's standard platform collector: the sidecar's Python"),
-    # exporter/registry.py, after every collector
+    # exporter/collectors/registry.py, after every collector
     Family("helios_exporter_collector_success", "gauge", ("collector",), "", help="1 when the "
            "collector's series are in this exposition; 0 when it failed and its series were "
            "left out (the sidecar logs why).", collector="registry", promised=V2,

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import Metric
 
 from exporter.collectors.families import counter, gauge, zero_filled
+from exporter.cycle.view import View
 from exporter.labels import DROPPABLE_FIELDS, ENGINE_PATHS, ERROR_REASONS, FETCH_OUTCOMES, SOURCES
-from exporter.passthrough import DEFAULT_ALLOW
-from exporter.view import View
+from exporter.sources.engine_metrics import DEFAULT_ALLOW
 
 
 class ExporterCollector:

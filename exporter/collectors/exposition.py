@@ -19,7 +19,7 @@ from prometheus_client.core import Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
 
-from exporter.registry import Collectors
+from exporter.collectors.registry import Collectors
 
 GZIP_LEVEL = 6
 _EOF = b"# EOF\n"

@@ -9,7 +9,7 @@
     helios_gpu_rank_info{generation="g-...",gpu="0",rank="0",uuid="GPU-1f0c..."} 1.0
 
 Only the GPUs of the poll loop's `GpuSelection` are rendered: those serving the engine's ranks
-(every GPU until ranks are known, or with --nvml-all-gpus; exporter/gpu_selection.py). A GPU that
+(every GPU until ranks are known, or with --nvml-all-gpus; exporter/cycle/gpu_selection.py). A GPU that
 is lost or hung has `helios_gpu_up 0` and no measured series (its rank join stays, so an alert can
 name the rank). When the whole NVML poll fails (hung driver, driver unloaded), every GPU shown
 before is shown with `helios_gpu_up 0`; the reason is in `helios_exporter_source_up{source="nvml"}`
@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import Metric
 
 from exporter.collectors.families import counter, gauge
-from exporter.gpu_selection import GpuSelection
-from exporter.snapshot import Snapshot
+from exporter.cycle.gpu_selection import GpuSelection
+from exporter.snapshot.model import Snapshot
 from exporter.sources.gpu_report import THROTTLE_REASONS, GpuStats
 
 # The plain per-GPU gauges: each is the GpuStats attribute of its name without `helios_gpu_`.

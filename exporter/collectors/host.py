@@ -11,7 +11,7 @@
 The engine series appear only when a pid file or process name is configured; `..._up` is 0 when
 the process is not found. No pid label: a changed start time is the restart evidence. Values are
 polled in the background (every poll interval), not read at scrape time. The sidecar's own process
-is client_python's standard `process_*` series (exporter/registry.py).
+is client_python's standard `process_*` series (exporter/collectors/registry.py).
 """
 
 from __future__ import annotations

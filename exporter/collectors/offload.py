@@ -19,12 +19,13 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
 
-from exporter import catalogue, derive, geometry
+from exporter import catalogue
 from exporter.collectors.families import counter, gauge, render, render_histogram
-from exporter.derive import EnginePicture
-from exporter.geometry import Geometry
+from exporter.cycle import derive, geometry
+from exporter.cycle.derive import EnginePicture
+from exporter.cycle.geometry import Geometry
 from exporter.restore.window import RestoreState
-from exporter.snapshot import Offload, Snapshot
+from exporter.snapshot.model import Offload, Snapshot
 
 
 class OffloadCollector:

@@ -6,7 +6,7 @@
     helios_engine_native_num_running_reqs{generation="g-20261129T0412Z-7f3a"} 3.0
 
 Gauges come from this cycle's parse; counters and histograms from the totals folded across
-cycles (exporter/passthrough_totals.py), so they stay counters while engine series come and go.
+cycles (exporter/cycle/passthrough_totals.py), so they stay counters while engine series come and go.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
 
-from exporter.derive import EnginePicture
+from exporter.cycle.derive import EnginePicture
 
 
 class PassthroughCollector:

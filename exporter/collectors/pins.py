@@ -1,4 +1,4 @@
-"""The engine against its configured pins (exporter/pins.py), one series per configured pin while
+"""The engine against its configured pins (exporter/cycle/pins.py), one series per configured pin while
 its inputs are known, e.g. with `--expect-ranks 2 --expect-package helios-2.14.0+47581cca`:
 
     # TYPE helios_engine_pin_ok gauge
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import Metric
 
 from exporter.collectors.families import gauge
-from exporter.pins import PinCheck
+from exporter.cycle.pins import PinCheck
 
 
 class PinCollector:

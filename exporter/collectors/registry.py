@@ -40,9 +40,9 @@ from exporter.collectors.offload import OffloadCollector
 from exporter.collectors.passthrough import PassthroughCollector
 from exporter.collectors.pins import PinCollector
 from exporter.collectors.restore import RestoreCollector
+from exporter.cycle.view import View
 from exporter.labels import COLLECTORS
 from exporter.restore.window import Bounds
-from exporter.view import View
 
 log = structlog.get_logger("helios_exporter.collectors")
 
@@ -63,7 +63,7 @@ class Health:
 class Collectors(CollectorRegistry):
     """A registry whose `collect()` runs each named collector on its own (tests read it with
     `get_sample_value` as any registry); `run(encode)` also renders each one's part of the
-    exposition inside its own guard (exporter/exposition.py)."""
+    exposition inside its own guard (exporter/collectors/exposition.py)."""
 
     def __init__(self, timer: Callable[[], float] = time.perf_counter) -> None:
         # auto_describe off: describing would call every collect() once more at registration.

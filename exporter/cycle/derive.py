@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from exporter import catalogue
+from exporter.cycle.passthrough_totals import Totals, fold
 from exporter.defaults import MAX_SERIES_PER_FAMILY, PAGE_HEADROOM_RATIO
-from exporter.passthrough import Parsed
-from exporter.passthrough_totals import Totals, fold
-from exporter.snapshot import Offload, Snapshot
+from exporter.snapshot.model import Offload, Snapshot
+from exporter.sources.engine_metrics import Parsed
 
 
 def page_free_ratio(offload: Offload | None) -> float | None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from exporter.snapshot import Rank
+from exporter.snapshot.model import Rank
 from exporter.sources.gpu_report import GpuReport, GpuStats
 
 

@@ -20,17 +20,18 @@ from typing import Any
 
 import structlog
 
-from exporter import derive, geometry, gpu_selection, logs, pins
+from exporter import logs
+from exporter.cycle import derive, geometry, gpu_selection, pins
+from exporter.cycle.layout import Records
+from exporter.cycle.pins import Pins
+from exporter.cycle.view import View, frozen
 from exporter.defaults import MAX_SERIES_PER_FAMILY
-from exporter.layout import Records
-from exporter.pins import Pins
 from exporter.restore.keeper import EventOutcome, RestoreKeeper
 from exporter.restore.window import EventKind
-from exporter.snapshot import Snapshot
+from exporter.snapshot.model import Snapshot
 from exporter.sources.base import Result, SourceHealth
 from exporter.sources.blocking import BoundedRunner
 from exporter.sources.engine import EngineSource
-from exporter.view import View, frozen
 
 log = structlog.get_logger("helios_exporter.loop")
 

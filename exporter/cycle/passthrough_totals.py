@@ -28,14 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from exporter.passthrough import (
-    DEFAULT_ALLOW,
-    Family,
-    FamilyType,
-    Key,
-    Parsed,
-    build_family,
-)
+from exporter.sources.engine_metrics import DEFAULT_ALLOW, Family, FamilyType, Key, Parsed, build_family
 
 Series = Mapping[str, tuple[Key, float]]  # engine series text -> (exported key, value)
 _NONE: Final[Series] = {}

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from exporter.labels import PINS
-from exporter.snapshot import Snapshot
+from exporter.snapshot.model import Snapshot
 from exporter.sources.gpu_report import GpuReport
 
 POWER_LIMIT_TOLERANCE_WATTS: Final = 1.0

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from exporter.derive import EnginePicture
-from exporter.geometry import Geometry
-from exporter.gpu_selection import GpuSelection
+from exporter.cycle.derive import EnginePicture
+from exporter.cycle.geometry import Geometry
+from exporter.cycle.gpu_selection import GpuSelection
+from exporter.cycle.pins import PinCheck
 from exporter.labels import SOURCES
-from exporter.pins import PinCheck
 from exporter.restore.keeper import RestoreView
 from exporter.sources.base import Result, SourceHealth
 
@@ -44,7 +44,7 @@ class View:
     engine_requests: Mapping[tuple[str, str], int] = field(default_factory=_empty)  # path, outcome
     engine_response_bytes: Mapping[str, int] = field(default_factory=_empty)  # by path
     pins: tuple[PinCheck, ...] = ()  # every configured pin against this cycle's polls
-    # The geometry rules of the last good snapshot (exporter/geometry.py), with --expect-layout's
+    # The geometry rules of the last good snapshot (exporter/cycle/geometry.py), with --expect-layout's
     # records; None when it carries the inputs of none.
     geometry: Geometry | None = None
     gpus: GpuSelection = field(default_factory=GpuSelection)  # the GPUs /metrics shows

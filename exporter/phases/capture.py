@@ -22,10 +22,10 @@ from types import MappingProxyType
 from typing import Any
 
 from exporter.checked import count, number, obj, opt_count, string
-from exporter.derive import offload_counters
-from exporter.passthrough import EXPORT_PREFIX, Family
-from exporter.pins import power_limits
-from exporter.view import View
+from exporter.cycle.derive import offload_counters
+from exporter.cycle.pins import power_limits
+from exporter.cycle.view import View
+from exporter.sources.engine_metrics import EXPORT_PREFIX, Family
 
 LATENCY_FAMILY = EXPORT_PREFIX + "e2e_request_latency_seconds"
 REQUESTS_FAMILY = EXPORT_PREFIX + "num_requests"

@@ -19,7 +19,7 @@ from exporter.phases.capture import Capture, le_text
 VERDICTS: Final = ("order_sensitive", "reuse", "incompatible_keys", "no_reuse")
 INVALID: Final = "invalid"  # a probe pair whose phase is missing, open or invalid
 
-# Delta name -> the capture counter it comes from (exporter.derive.offload_counters keys).
+# Delta name -> the capture counter it comes from (exporter.cycle.derive.offload_counters keys).
 COUNTERS: Final = {
     "lookups": "lookups.total",
     "hits": "lookups.hits",

@@ -46,7 +46,7 @@ from exporter.restore.window import (
     restarted,
     step,
 )
-from exporter.snapshot import Snapshot
+from exporter.snapshot.model import Snapshot
 
 log = structlog.get_logger("helios_exporter.restore")
 

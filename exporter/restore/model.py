@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from exporter.defaults import DOWN_GRACE, REQUEST_CUTOFF, RESTORE_BOUND
-from exporter.snapshot import Snapshot
+from exporter.snapshot.model import Snapshot
 
 Phase = Literal["serving", "draining", "drained", "down", "restoring", "verifying"]
 Cause = Literal["drain", "event", "unreachable"]

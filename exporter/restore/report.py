@@ -9,7 +9,7 @@ from typing import Any
 
 from exporter.restore.checks import reasons
 from exporter.restore.model import Bounds, Engine, LastWindow, RestoreState, Window
-from exporter.snapshot import Snapshot
+from exporter.snapshot.model import Snapshot
 
 
 def _engine(engine: Engine | None) -> dict[str, Any] | None:

@@ -34,7 +34,7 @@ from exporter.restore.model import (
     Window,
 )
 from exporter.restore.record import judge, unwatched
-from exporter.snapshot import Snapshot
+from exporter.snapshot.model import Snapshot
 
 __all__ = [
     "CAUSES", "CHECKS", "EVENT_KINDS", "MAX_EVENT_IDS", "OUTCOMES", "PHASES",

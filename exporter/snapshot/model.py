@@ -1,5 +1,5 @@
 """The snapshot's reading model: the immutable, typed `Snapshot` a poll cycle reads, and the
-`SnapshotError` that says why a body is not one (exporter/snapshot.py builds both)."""
+`SnapshotError` that says why a body is not one (exporter/snapshot/parse.py builds both)."""
 
 from __future__ import annotations
 

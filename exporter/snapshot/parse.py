@@ -6,15 +6,15 @@ typed parsing.
 the engine leaves out is `None` here, so its metrics stay absent rather than reading 0.
 
 Schema 3 is schema 1 with optional additions (V3_SECTIONS); both schemas, the sections and the
-histograms' keys come from one source (exporter/schema_source.py). A v3 addition that breaks the
+histograms' keys come from one source (exporter/snapshot/source.py). A v3 addition that breaks the
 schema, or a histogram whose buckets could not be a Prometheus histogram, is left out of the
 snapshot and named in `dropped_fields` (counted by the sidecar), rather than failing the whole
 snapshot: a failed snapshot reads as an unreachable engine. A schema 1 snapshot's v3 fields are
 unknown fields to it: ignored.
 
 This module decodes, runs the checks and builds the snapshot; the reading model (the dataclasses
-and `SnapshotError`) is exporter/snapshot_model.py, the schema validator and the checks beside it
-exporter/snapshot_validate.py, schema 3's additions exporter/snapshot_v3.py. The sidecar imports
+and `SnapshotError`) is exporter/snapshot/model.py, the schema validator and the checks beside it
+exporter/snapshot/validate.py, schema 3's additions exporter/snapshot/v3.py. The sidecar imports
 all of it from here (`__all__`).
 """
 
@@ -30,7 +30,8 @@ from typing import Any
 import jsonschema
 
 from exporter.labels import IDENTITY_FIELDS, ErrorReason
-from exporter.snapshot_model import (
+from exporter.snapshot import limits
+from exporter.snapshot.model import (
     Admission,
     AdmissionState,
     Evictions,
@@ -42,9 +43,9 @@ from exporter.snapshot_model import (
     Snapshot,
     SnapshotError,
 )
-from exporter.snapshot_schema import SCHEMA_VERSIONS
-from exporter.snapshot_v3 import V3_PATHS, drop_broken_additions, without
-from exporter.snapshot_validate import (
+from exporter.snapshot.schemas import SCHEMA_VERSIONS
+from exporter.snapshot.v3 import V3_PATHS, drop_broken_additions, without
+from exporter.snapshot.validate import (
     check_anchored,
     check_misses,
     drop_unusable_identity,
@@ -53,7 +54,6 @@ from exporter.snapshot_validate import (
     schema,
     validator,
 )
-from exporter.sources import json_limits
 
 __all__ = [
     "Admission", "AdmissionState", "Evictions", "Identity", "Lookups", "Offload", "Rank", "Slab",
@@ -68,10 +68,10 @@ def _path(parts: Any) -> str:
 
 def decode_json(body: bytes) -> Any:
     """Strict JSON: UTF-8 only, no NaN/Infinity, no numbers that overflow a float, nested at most
-    exporter.sources.json_limits.MAX_DEPTH deep."""
+    exporter.snapshot.limits.MAX_DEPTH deep."""
     try:
-        return json_limits.loads(body)
-    except json_limits.JsonError as exc:
+        return limits.loads(body)
+    except limits.JsonError as exc:
         raise SnapshotError(ErrorReason.DECODE, str(exc)) from None
 
 

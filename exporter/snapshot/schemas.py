@@ -1,5 +1,5 @@
 """Each snapshot version's JSON Schema, its file, and the facts derived from the one source
-(exporter/schema_source.py): the v3 sections and the histograms with their keys."""
+(exporter/snapshot/source.py): the v3 sections and the histograms with their keys."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from exporter.schema_source import DESCRIPTION, SCHEMA_VERSIONS, SOURCE, VERSION, Since
+from exporter.snapshot.source import DESCRIPTION, SCHEMA_VERSIONS, SOURCE, VERSION, Since
 
 __all__ = ["HISTOGRAM_KEYS", "SCHEMA_VERSIONS", "V3_SECTIONS", "additions", "histogram_keys",
            "schema", "text"]
@@ -115,6 +115,6 @@ def histogram_keys(source: Mapping[str, Any] = SOURCE) -> dict[str, tuple[str, s
 
 
 # The v3 sections: schema 3's additions to `offload`, each read, and dropped when it breaks
-# the schema, as a whole (exporter/snapshot_v3.py).
+# the schema, as a whole (exporter/snapshot/v3.py).
 V3_SECTIONS: Final = tuple(p for p in additions(3) if p.startswith("offload."))
 HISTOGRAM_KEYS: Final = histogram_keys()

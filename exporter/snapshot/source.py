@@ -2,10 +2,10 @@
 `SOURCE`, the newest version with each addition marked by the version that added it (`V3(...)`).
 Schema 3 is schema 1 plus its additions; a field of a later version is one more marker.
 
-Everything else is derived from it (exporter/snapshot_schema.py): each version's schema, which
+Everything else is derived from it (exporter/snapshot/schemas.py): each version's schema, which
 the sidecar validates with, the files exporter/schema/snapshot-v<N>.schema.json that
 `scripts/generate snapshot-schema` writes for engine authors (docs/snapshot.md shows them), the
-v3 sections and the histograms' keys. tests/exporter/test_snapshot_schema.py holds every field the metric
+v3 sections and the histograms' keys. tests/exporter/snapshot/test_schemas.py holds every field the metric
 catalogue reads to the schema of each version that promises it.
 """
 

@@ -1,6 +1,6 @@
-"""Schema 3's additions (exporter.snapshot_schema.V3_SECTIONS): one that breaks the schema, or a
+"""Schema 3's additions (exporter.snapshot.schemas.V3_SECTIONS): one that breaks the schema, or a
 histogram whose buckets could not be a Prometheus histogram, is left out of the snapshot and
-named, rather than failing the whole snapshot (exporter/snapshot.py); to schema 1 they are
+named, rather than failing the whole snapshot (exporter/snapshot/parse.py); to schema 1 they are
 unknown fields, left out too."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from exporter.snapshot_schema import HISTOGRAM_KEYS, V3_SECTIONS
-from exporter.snapshot_validate import check_misses, validator
+from exporter.snapshot.schemas import HISTOGRAM_KEYS, V3_SECTIONS
+from exporter.snapshot.validate import check_misses, validator
 
 V3_PATHS: tuple[tuple[str, ...], ...] = tuple(tuple(s.split(".")) for s in V3_SECTIONS)
 # Histogram additions: their count, sum and buckets keys (docs/snapshot.md, "Schema v3").

@@ -1,5 +1,5 @@
 """Validating a decoded snapshot: the compiled JSON Schema validator of each version, and the
-checks beside it that the schema cannot make, or makes too slowly (exporter/snapshot.py runs them).
+checks beside it that the schema cannot make, or makes too slowly (exporter/snapshot/parse.py runs them).
 Each raises `SnapshotError` naming the field, or leaves out and names what it drops."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from typing import Any
 
 import jsonschema
 
-from exporter import snapshot_schema
 from exporter.labels import IDENTITY_FIELDS, ErrorReason
-from exporter.snapshot_model import SnapshotError
+from exporter.snapshot import schemas
+from exporter.snapshot.model import SnapshotError
 
 
 @cache
 def schema(version: int = 1) -> dict[str, Any]:
     """The JSON Schema of snapshot `version` (1 or 3): the package's exporter/schema/ files hold
     the same, written from the same source."""
-    return snapshot_schema.schema(version)
+    return schemas.schema(version)
 
 
 @cache

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from exporter import passthrough
 from exporter.labels import ErrorReason
-from exporter.snapshot import Snapshot, SnapshotError, parse_snapshot
+from exporter.snapshot.model import Snapshot, SnapshotError
+from exporter.snapshot.parse import parse_snapshot
+from exporter.sources import engine_metrics as passthrough
 from exporter.sources.base import Result
 from exporter.sources.http import Bounds, FetchError, bounded_get, off_loop_if_large
 

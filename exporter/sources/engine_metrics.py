@@ -10,7 +10,7 @@ name, which is why this is several times cheaper than a full exposition parse.
 
 Gauges whose series collapse onto the same labels are summed (ratios averaged) here. Counters and
 histograms are not: `parse` keeps each engine series' value (`Parsed.series`) and
-`exporter.passthrough_totals.fold` turns them, poll after poll, into counters that stay counters
+`exporter.cycle.passthrough_totals.fold` turns them, poll after poll, into counters that stay counters
 when the engine's series come and go.
 """
 
@@ -33,7 +33,7 @@ FamilyType = Literal["counter", "gauge", "histogram"]
 
 # Engine family (after the vendor prefix) -> type. Summing the series of one poll is right for
 # these gauges, which are per-engine totals or one value per engine; counters and histograms are
-# summed as increases across polls (exporter.passthrough_totals).
+# summed as increases across polls (exporter.cycle.passthrough_totals).
 DEFAULT_ALLOW: Final[dict[str, FamilyType]] = {
     "prompt_tokens": "counter",
     "generation_tokens": "counter",
@@ -78,7 +78,7 @@ class Family:
 class Parsed:
     families: list[Family] = field(default_factory=list)  # gauges, collapsed per poll
     # Counter and histogram families: engine series (its `name{labels}` text as sent) ->
-    # (exported key, value). Folded into monotonic totals by exporter.passthrough_totals.
+    # (exported key, value). Folded into monotonic totals by exporter.cycle.passthrough_totals.
     series: dict[str, dict[str, tuple[Key, float]]] = field(default_factory=dict)
     labels_dropped: Counter[str] = field(default_factory=Counter)  # per engine family
     malformed_lines: int = 0

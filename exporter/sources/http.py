@@ -18,7 +18,7 @@ guarantees, whatever the server does:
 - **No redirects**: a 3xx is an `http_status` error like any other non-2xx.
 - **Every failure is a FetchError with a closed-set reason** (exporter/labels.py ErrorReason) and
   a message that names the URL without the password of its userinfo (it reaches /status and the
-  logs). JSON bodies are parsed within a depth limit (exporter/sources/json_limits.py).
+  logs). JSON bodies are parsed within a depth limit (exporter/snapshot/limits.py).
 
 A GET that got no answer because its kept-alive connection was closed under it is sent once
 more, on a new connection (the request never reached the server: uvicorn, which serves SGLang
@@ -38,7 +38,7 @@ import httpx
 
 from exporter.labels import ErrorReason
 from exporter.redact import redact_url
-from exporter.sources.json_limits import MAX_DEPTH, JsonError, loads
+from exporter.snapshot.limits import MAX_DEPTH, JsonError, loads
 
 ACCEPT_ENCODING: Final = "gzip"  # the one content coding the sidecar asks for and accepts
 DECODE_STEP: Final = 64 * 1024  # decoded bytes per decompression step (about 0.1 ms of CPU)

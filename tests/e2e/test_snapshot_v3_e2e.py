@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import FIXTURES, ROOT
 from tests.e2e.procs import Stack, wait_for
-from tests.exporter.test_snapshot_v3_read import V3_FAMILIES, V3_SERIES
+from tests.exporter.snapshot.test_v3_read import V3_FAMILIES, V3_SERIES
 from tests.helpers import promtool_check_metrics
 
 V3 = json.loads((FIXTURES / "snapshots" / "contract_example_v3.json").read_text())

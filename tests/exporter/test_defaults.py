@@ -12,9 +12,11 @@ import yaml
 
 from alerts.config import Config as AlertConfig
 from alerts.generate import load_config
-from exporter import config, defaults, derive
+from exporter import config, defaults
+from exporter.cycle import derive
 from exporter.restore.window import Bounds
-from exporter.snapshot import Snapshot, snapshot_from_obj
+from exporter.snapshot.model import Snapshot
+from exporter.snapshot.parse import snapshot_from_obj
 from tests.conftest import ROOT
 
 ALERTS = ROOT / "alerts"

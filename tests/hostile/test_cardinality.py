@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from exporter import passthrough
 from exporter.labels import MISS_REASONS
-from exporter.snapshot import parse_snapshot
+from exporter.snapshot.parse import parse_snapshot
+from exporter.sources import engine_metrics as passthrough
 from tests.hostile.fuzz.fuzzlib import (
     exported_families,
     first_poll,

@@ -30,7 +30,7 @@ from exporter.labels import (
     MISS_REASONS,
     SOURCES,
 )
-from exporter.passthrough import DEFAULT_ALLOW
+from exporter.sources.engine_metrics import DEFAULT_ALLOW
 from tests.e2e.procs import Proc, free_port, http_ok, wait_for
 from tests.helpers import promtool_check_metrics
 from tests.hostile.cases import CASES, MARK

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from exporter.labels import MISS_REASONS, ErrorReason, miss_counts
-from exporter.snapshot import SnapshotError, parse_snapshot
+from exporter.snapshot.model import SnapshotError
+from exporter.snapshot.parse import parse_snapshot
 from tests.hostile.cases import INJECT, MARK
 from tests.hostile.stub import sane_snapshot
 
@@ -65,7 +66,7 @@ def test_hostile_identity_string_is_dropped_not_exported(field: str, kind: str) 
     from prometheus_client import CollectorRegistry, generate_latest
 
     from exporter.collectors.offload import OffloadCollector
-    from exporter.derive import EnginePicture
+    from exporter.cycle.derive import EnginePicture
     from exporter.restore.window import RestoreState
 
     snap = sane_snapshot()

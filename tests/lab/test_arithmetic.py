@@ -71,7 +71,7 @@ V3_DELTAS = ("stores_dropped_full", "stores_dropped_ineligible", "stores_failed"
 
 
 def v3_counters(full: int, failed: int, evicted_tokens: int) -> dict[str, int]:
-    """Schema 3's counters as exporter.derive.offload_counters keys them (reasons zero-filled)."""
+    """Schema 3's counters as exporter.cycle.derive.offload_counters keys them (reasons zero-filled)."""
     blocked = {f"lookups__blocked_tokens__{r}": 0 for r in MISS_REASONS}
     return {**blocked, "lookups__blocked_tokens__evicted": evicted_tokens,
             "host__store_outcomes__stored": 40, "host__store_outcomes__dropped_full": full,

@@ -110,8 +110,8 @@ def test_the_check_leaves_inside_paths_alone(line: str) -> None:
 
 # Tests that read the real-engine fixtures and the example snapshot (golden expositions, the
 # snapshot parser, the pass-through): what broke when the fixtures lived beside the repository.
-IN_CLONE = ["tests/exporter/collectors/test_golden.py", "tests/exporter/test_snapshot.py",
-            "tests/exporter/test_passthrough.py"]
+IN_CLONE = ["tests/exporter/collectors/test_golden.py", "tests/exporter/snapshot/test_parse.py",
+            "tests/exporter/sources/test_engine_metrics.py"]
 
 
 @pytest.mark.e2e

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DOC = "docs/adding-a-metric.md"
-# "1. **The schema source**, `exporter/schema_source.py`..." at the start of a line.
+# "1. **The schema source**, `exporter/snapshot/source.py`..." at the start of a line.
 _STEP = re.compile(r"^(?P<number>\d+)\. \*\*(?P<title>[^*]+)\*\*, `(?P<path>[^`]+)`")
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<lang>[\w-]*) *$")
 _COUNT = re.compile(r"^That is (?P<count>\w+) files\.$", re.M)

@@ -19,15 +19,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from exporter import catalogue, derive
+from exporter import catalogue
 from exporter.catalogue.model import BASE_UNITS
 from exporter.collectors.families import counter, gauge
 from exporter.config import Config
+from exporter.cycle import derive
 from exporter.labels import COLLECTOR_SERIES, COLLECTORS
-from exporter.passthrough import DEFAULT_ALLOW, EXPORT_PREFIX
 from exporter.restore.store import STATE_FILE
 from exporter.sidecar import build
-from exporter.snapshot import snapshot_from_obj
+from exporter.snapshot.parse import snapshot_from_obj
+from exporter.sources.engine_metrics import DEFAULT_ALLOW, EXPORT_PREFIX
 from tests.conftest import FIXTURES
 from tests.helpers import StubEngine, contract_example
 from tools.harness import families

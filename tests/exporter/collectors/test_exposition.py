@@ -18,7 +18,7 @@ from prometheus_client.openmetrics.parser import (
 from structlog.testing import capture_logs
 
 from exporter.app import build_app
-from exporter.exposition import wants_gzip
+from exporter.collectors.exposition import wants_gzip
 from exporter.sidecar import build
 from tests.helpers import StubEngine, promtool_check_metrics
 from tools.harness import families, sample

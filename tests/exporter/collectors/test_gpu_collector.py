@@ -5,9 +5,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 
 from exporter.collectors.gpu import GpuCollector
-from exporter.gpu_selection import GpuSelection, advance
+from exporter.cycle.gpu_selection import GpuSelection, advance
 from exporter.labels import ErrorReason
-from exporter.snapshot import Rank, Snapshot
+from exporter.snapshot.model import Rank, Snapshot
 from exporter.sources.base import Result
 from exporter.sources.gpu_report import (
     THROTTLE_REASONS,

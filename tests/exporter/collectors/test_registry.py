@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from exporter.app import build_app
 from exporter.labels import ENGINE_PATHS, ERROR_REASONS, FETCH_OUTCOMES
-from exporter.passthrough import DEFAULT_ALLOW
+from exporter.sources.engine_metrics import DEFAULT_ALLOW
 from exporter.version import PYTHON_VERSION, VERSION
 from tests.helpers import StubEngine, make_sidecar
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from exporter import derive
+from exporter.cycle import derive
 from exporter.labels import MISS_REASONS, miss_counts, miss_reason
-from exporter.snapshot import snapshot_from_obj
+from exporter.snapshot.parse import snapshot_from_obj
 from tests.helpers import contract_example
 
 

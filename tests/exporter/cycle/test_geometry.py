@@ -6,8 +6,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter import geometry
-from exporter.snapshot import snapshot_from_obj
+from exporter.cycle import geometry
+from exporter.snapshot.parse import snapshot_from_obj
 from tests.helpers import StubEngine, contract_example, make_sidecar
 
 

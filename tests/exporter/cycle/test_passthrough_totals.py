@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from exporter import passthrough
-from exporter.passthrough_totals import Totals, fold
+from exporter.cycle.passthrough_totals import Totals, fold
+from exporter.sources import engine_metrics as passthrough
 from tests.helpers import StubEngine, contract_example, make_sidecar
 
 REQ = "helios_engine_native_requests_total"

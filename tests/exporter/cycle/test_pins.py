@@ -6,12 +6,13 @@ from typing import Any
 
 import httpx
 
-from exporter import pins
 from exporter.config import Config
+from exporter.cycle import pins
+from exporter.cycle.pins import PinCheck, Pins
 from exporter.labels import ErrorReason
-from exporter.pins import PinCheck, Pins
 from exporter.sidecar import build
-from exporter.snapshot import Snapshot, snapshot_from_obj
+from exporter.snapshot.model import Snapshot
+from exporter.snapshot.parse import snapshot_from_obj
 from exporter.sources.base import Result
 from exporter.sources.gpu_report import GpuReport, GpuStats
 from tests.helpers import StubEngine, contract_example

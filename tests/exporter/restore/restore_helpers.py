@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from exporter.restore.window import Bounds, Event, Input, Poll, Preflight, RestoreState, step
-from exporter.snapshot import Snapshot, snapshot_from_obj
+from exporter.snapshot.model import Snapshot
+from exporter.snapshot.parse import snapshot_from_obj
 
 BOUNDS = Bounds(request_cutoff=100.0, restore_bound=200.0, down_grace=10.0)
 PREFLIGHT_BOUNDS = Bounds(request_cutoff=100.0, restore_bound=200.0, down_grace=10.0,

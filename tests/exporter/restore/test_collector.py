@@ -243,7 +243,7 @@ def test_text_and_openmetrics_exposition_parse() -> None:
 
 def test_inflight_survives_a_restart_mid_window_before_the_engine_answers() -> None:
     from exporter.collectors.offload import OffloadCollector
-    from exporter.derive import EnginePicture
+    from exporter.cycle.derive import EnginePicture
     from exporter.restore.window import Engine, Window
 
     window = Window(start=100.0, cause="drain", incumbent=Engine("g-old", "sha256:a", "c1"),

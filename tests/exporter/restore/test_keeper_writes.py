@@ -9,7 +9,7 @@ from pathlib import Path
 from exporter.restore.keeper import RestoreKeeper
 from exporter.restore.store import StateStore
 from exporter.restore.window import restarted
-from exporter.snapshot import Snapshot
+from exporter.snapshot.model import Snapshot
 from tests.exporter.restore.restore_helpers import BOUNDS, snap
 
 

@@ -23,7 +23,8 @@ from exporter.restore.window import (
     restarted,
     step,
 )
-from exporter.snapshot import Snapshot, snapshot_from_obj
+from exporter.snapshot.model import Snapshot
+from exporter.snapshot.parse import snapshot_from_obj
 
 SETTINGS = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from exporter.loop import PollLoop
+from exporter.cycle.loop import PollLoop
 from exporter.restore import store
 from exporter.restore.store import STATE_FILE, StateFileError, StateStore
 from exporter.restore.window import RestoreState, restarted

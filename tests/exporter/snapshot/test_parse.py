@@ -6,7 +6,9 @@ import json
 import pytest
 
 from exporter.labels import ErrorReason
-from exporter.snapshot import SnapshotError, parse_snapshot, schema, snapshot_from_obj
+from exporter.snapshot.model import SnapshotError
+from exporter.snapshot.parse import parse_snapshot, snapshot_from_obj
+from exporter.snapshot.validate import schema
 from tests.helpers import contract_example
 
 

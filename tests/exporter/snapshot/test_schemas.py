@@ -1,4 +1,4 @@
-"""The snapshot's shape in one place (exporter/schema_source.py): both schema files, the v3
+"""The snapshot's shape in one place (exporter/snapshot/source.py): both schema files, the v3
 sections and the histograms' keys come from it, and every field the metric catalogue reads is in
 the schema of each version that promises its row."""
 
@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from exporter import catalogue, schema_source, snapshot_schema
+from exporter import catalogue
 from exporter.catalogue.model import Family, histogram_keys
+from exporter.snapshot import schemas as snapshot_schema
+from exporter.snapshot import source as schema_source
 from tests.conftest import ROOT
 
 ROWS = tuple(f for f in catalogue.FAMILIES if f.field is not None)

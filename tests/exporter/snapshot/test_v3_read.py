@@ -19,8 +19,10 @@ from exporter import catalogue
 from exporter.catalogue.model import kept_bounds
 from exporter.collectors.offload import _offload
 from exporter.labels import ErrorReason
-from exporter.snapshot import SnapshotError, label_value_ok, snapshot_from_obj
-from exporter.snapshot_schema import V3_SECTIONS
+from exporter.snapshot.model import SnapshotError
+from exporter.snapshot.parse import snapshot_from_obj
+from exporter.snapshot.schemas import V3_SECTIONS
+from exporter.snapshot.validate import label_value_ok
 from tests.conftest import FIXTURES
 from tests.snapshot_v3 import series
 

@@ -76,7 +76,7 @@ def test_v3_keeps_every_v1_rule() -> None:
 
 def test_every_ref_stands_alone() -> None:
     """A `$ref` with a sibling keyword is not inlined by the sidecar's validator, which drops
-    `$defs` (exporter/snapshot_validate.py): descriptions go on the object that holds the refs."""
+    `$defs` (exporter/snapshot/validate.py): descriptions go on the object that holds the refs."""
 
     def walk(node: Any, where: str) -> list[str]:
         if isinstance(node, dict):

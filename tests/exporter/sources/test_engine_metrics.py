@@ -3,11 +3,11 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporter import passthrough
 from exporter.collectors.passthrough import PassthroughCollector
-from exporter.derive import EnginePicture, advance_engine
-from exporter.passthrough_totals import fold
-from exporter.snapshot import snapshot_from_obj
+from exporter.cycle.derive import EnginePicture, advance_engine
+from exporter.cycle.passthrough_totals import fold
+from exporter.snapshot.parse import snapshot_from_obj
+from exporter.sources import engine_metrics as passthrough
 from tests.conftest import REAL
 from tests.helpers import promtool_check_metrics
 from tools.harness import families as exposition_families

@@ -162,7 +162,7 @@ def test_unreadable_pid_file_is_permission(tmp_path: Path) -> None:
 
 
 def test_nothing_configured_exports_host_memory_only() -> None:
-    """The sidecar's own process is client_python's process_* (tests/exporter/test_registry.py)."""
+    """The sidecar's own process is client_python's process_* (tests/exporter/collectors/test_registry.py)."""
     result = HostSource(None, None).poll()
     assert result.ok and result.value is not None
     names = {s.name for m in render(result).collect() for s in m.samples}

@@ -14,9 +14,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from structlog.testing import capture_logs
 
 from exporter.collectors.gpu import GpuCollector
-from exporter.gpu_selection import GpuSelection, advance
+from exporter.cycle.gpu_selection import GpuSelection, advance
 from exporter.labels import ErrorReason
-from exporter.snapshot import Rank, Snapshot
+from exporter.snapshot.model import Rank, Snapshot
 from exporter.sources.base import Result
 from exporter.sources.blocking import BoundedRunner
 from exporter.sources.gpu_report import GpuReport

@@ -26,7 +26,7 @@ import pytest
 
 from exporter.restore.store import STATE_FILE, StateStore
 from exporter.restore.window import Bounds, Event, Poll, RestoreState, restarted, step
-from exporter.snapshot import snapshot_from_obj
+from exporter.snapshot.parse import snapshot_from_obj
 from tests.e2e.procs import Proc, free_port, http_ok, wait_for
 from tests.hostile.faults.faultlib import sidecar_args, start_sidecar, status
 from tests.hostile.stub import Case, HostileEngine, hang_up, json_body, running_engine, sane_snapshot

@@ -8,14 +8,16 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporter import derive, passthrough
 from exporter.collectors.offload import OffloadCollector
 from exporter.collectors.passthrough import PassthroughCollector
+from exporter.cycle import derive
+from exporter.cycle.derive import EnginePicture
 from exporter.defaults import MAX_SERIES_PER_FAMILY
-from exporter.derive import EnginePicture
 from exporter.labels import EVICTION_OUTCOMES, MISS_REASONS, PRESSURES, SLAB_KINDS
 from exporter.restore.window import RestoreState
-from exporter.snapshot import Snapshot, snapshot_from_obj
+from exporter.snapshot.model import Snapshot
+from exporter.snapshot.parse import snapshot_from_obj
+from exporter.sources import engine_metrics as passthrough
 
 # Bounded: the folder runs in well under a minute on a busy two-core machine. No example
 # database in the checkout.

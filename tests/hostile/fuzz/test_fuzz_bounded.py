@@ -21,8 +21,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.labels import ErrorReason
+from exporter.snapshot.limits import JsonError, depth_within, loads
 from exporter.sources.http import Bounds, FetchError, request
-from exporter.sources.json_limits import JsonError, depth_within, loads
 from tests.hostile.fuzz.fuzzlib import FUZZ
 
 LIMIT = 4096

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from exporter import passthrough
-from exporter.passthrough_totals import fold
+from exporter.cycle.passthrough_totals import fold
+from exporter.sources import engine_metrics as passthrough
 from tests.helpers import promtool_check_metrics
 from tests.hostile.fuzz.fuzzlib import (
     FUZZ,

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter import derive
+from exporter.cycle import derive
 from exporter.labels import MISS_REASONS, miss_counts
-from exporter.snapshot import Snapshot, SnapshotError, parse_snapshot
+from exporter.snapshot.model import Snapshot, SnapshotError
+from exporter.snapshot.parse import parse_snapshot
 from tests.helpers import contract_example, promtool_check_metrics
 from tests.hostile.fuzz.fuzzlib import (
     FUZZ,
