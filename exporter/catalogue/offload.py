@@ -30,13 +30,6 @@ EVICTION_BUCKETS = 5
 ENGINE = Promise("4.2")
 
 
-def _outcomes(off: Offload) -> Samples | None:
-    if not off.evictions:
-        return None
-    return {(pressure, outcome): ev.outcomes[outcome] for pressure, ev in off.evictions.items()
-            for outcome in EVICTION_OUTCOMES if outcome in ev.outcomes}
-
-
 def _blocked(off: Offload) -> Samples | None:
     blocked = off.fields.get("lookups", {}).get("blocked_tokens")
     if blocked is None:
@@ -94,7 +87,7 @@ FAMILIES: Rows = (
            "attempts", help="Snapshot offload.evictions.<pressure>.<outcome>: how attempts "
            "ended.", collector="offload", promised=OFFLOAD,
            values={"pressure": PRESSURES, "outcome": EVICTION_OUTCOMES},
-           field="offload.evictions.<pressure>.<outcome>", read=_outcomes),
+           field="offload.evictions.<pressure>.<outcome>"),
     Family("helios_offload_retired_leaves_total", "counter", (G, "kind"), "records",
            help="Snapshot offload.retired_leaves.<kind>: rows/pages freed by retiring leaves.",
            collector="offload", promised=OFFLOAD, values={"kind": SLAB_KINDS},

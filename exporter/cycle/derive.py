@@ -28,6 +28,15 @@ def page_free_ratio(offload: Offload | None) -> float | None:
     return None if slab.capacity == 0 else slab.free / slab.capacity
 
 
+def row_attempts(offload: Offload) -> int | None:
+    """`evictions.row.attempts`, read as `helios_offload_eviction_attempts_total` reads it (its
+    catalogue row); None when the snapshot has no row evictions."""
+    read = catalogue.get("helios_offload_eviction_attempts_total").reader()
+    assert read is not None
+    value = (read(offload) or {}).get(("row",))
+    return None if value is None else int(value)
+
+
 @dataclass(frozen=True, slots=True)
 class Headroom:
     """State of the row-pressure-with-page-headroom counter for one generation."""
@@ -49,9 +58,9 @@ def advance_headroom(
     Returns None when the snapshot lacks the row eviction counter.
     """
     offload = snap.offload
-    if offload is None or "row" not in offload.evictions:
+    attempts = None if offload is None else row_attempts(offload)
+    if offload is None or attempts is None:
         return None
-    attempts = offload.evictions["row"].attempts
     ratio = page_free_ratio(offload)
     if prev is None or prev.generation != snap.generation:
         return Headroom(snap.generation, attempts, ratio, 0)

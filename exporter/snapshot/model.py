@@ -49,12 +49,6 @@ class Slab:
 
 
 @dataclass(frozen=True, slots=True)
-class Evictions:
-    attempts: int
-    outcomes: dict[str, int]  # only the outcomes the engine reported
-
-
-@dataclass(frozen=True, slots=True)
 class Lookups:
     total: int
     hits: int | None
@@ -71,7 +65,6 @@ class Offload:
     budget_bytes: int | None
     slabs: dict[str, Slab]
     resident_bytes: int | None
-    evictions: dict[str, Evictions]
     lookups: Lookups | None
     fields: Mapping[str, Any] = field(default_factory=dict)
 

@@ -1,5 +1,5 @@
-"""Snapshots (schema 1 and 3) of the engine's host offload tier: JSON Schema validation and
-typed parsing.
+"""Snapshots (schema 1 and 3) of the engine's host offload tier, from the body to the typed
+`Snapshot`: decoded (limits.py), validated (validate.py), built here.
 
 `parse_snapshot(body)` either returns an immutable `Snapshot` or raises `SnapshotError` whose
 `path` names the offending field (`offload.slabs.row.free`). Unknown fields are ignored; a section
@@ -12,10 +12,8 @@ snapshot and named in `dropped_fields` (counted by the sidecar), rather than fai
 snapshot: a failed snapshot reads as an unreachable engine. A schema 1 snapshot's v3 fields are
 unknown fields to it: ignored.
 
-This module decodes, runs the checks and builds the snapshot; the reading model (the dataclasses
-and `SnapshotError`) is exporter/snapshot/model.py, the schema validator and the checks beside it
-exporter/snapshot/validate.py, schema 3's additions exporter/snapshot/v3.py. The sidecar imports
-all of it from here (`__all__`).
+A body goes one way: decoded, then validated (validate.py, which hands schema 3's additions to
+v3.py), then built into the reading model (model.py); no step calls back into one before it.
 """
 
 from __future__ import annotations
@@ -27,14 +25,10 @@ import math
 from dataclasses import replace
 from typing import Any
 
-import jsonschema
-
-from exporter.labels import IDENTITY_FIELDS, ErrorReason
+from exporter.labels import IDENTITY_FIELDS, SLAB_KINDS, ErrorReason
 from exporter.snapshot import limits
 from exporter.snapshot.model import (
     Admission,
-    AdmissionState,
-    Evictions,
     Identity,
     Lookups,
     Offload,
@@ -43,27 +37,7 @@ from exporter.snapshot.model import (
     Snapshot,
     SnapshotError,
 )
-from exporter.snapshot.schemas import SCHEMA_VERSIONS
-from exporter.snapshot.v3 import V3_PATHS, drop_broken_additions, without
-from exporter.snapshot.validate import (
-    check_anchored,
-    check_misses,
-    drop_unusable_identity,
-    label_value_ok,
-    max_ranks,
-    schema,
-    validator,
-)
-
-__all__ = [
-    "Admission", "AdmissionState", "Evictions", "Identity", "Lookups", "Offload", "Rank", "Slab",
-    "Snapshot", "SnapshotError", "decode_json", "derive_generation", "label_value_ok",
-    "max_ranks", "parse_snapshot", "schema", "snapshot_from_obj", "validator",
-]
-
-
-def _path(parts: Any) -> str:
-    return ".".join(str(p) for p in parts)
+from exporter.snapshot.validate import validated
 
 
 def decode_json(body: bytes) -> Any:
@@ -92,31 +66,7 @@ def parse_snapshot(body: bytes) -> Snapshot:
 
 
 def snapshot_from_obj(obj: Any) -> Snapshot:
-    version = 1
-    if isinstance(obj, dict) and "schema_version" in obj:
-        raw = obj["schema_version"]
-        # true equals 1 in Python, not in JSON: the schema refuses it (a `schema` error).
-        if not isinstance(raw, bool) and raw not in SCHEMA_VERSIONS:
-            shown = raw if isinstance(raw, int) and not isinstance(raw, bool) else "?"
-            raise SnapshotError(
-                ErrorReason.UNSUPPORTED_VERSION,
-                f"schema_version {shown} is not supported (this sidecar reads 1 and 3)",
-                "schema_version",
-            )
-        version = 3 if raw == 3 else 1  # true (== 1) is read as 1 and refused
-    obj, dropped = drop_unusable_identity(obj)
-    valid = False
-    if version == 3:
-        obj, broken, valid = drop_broken_additions(obj)
-        dropped += broken
-    else:
-        obj = without(obj, V3_PATHS)  # unknown fields to schema 1
-    error = None if valid else jsonschema.exceptions.best_match(
-        validator(version).iter_errors(check_misses(obj)))
-    if error is not None:
-        # The message can echo input; keep it short, it goes to logs and /status only.
-        raise SnapshotError(ErrorReason.SCHEMA, error.message[:200], _path(error.absolute_path))
-    check_anchored(obj)
+    obj, version, dropped = validated(obj)
     snap = replace(_build(obj), schema_version=version)
     return replace(snap, dropped_fields=dropped) if dropped else snap
 
@@ -154,8 +104,9 @@ def _build(obj: dict[str, Any]) -> Snapshot:
 
 
 def _engine(ident: Any) -> str | None:
+    # validated: an engine that is not a label-shaped string is left out (dropped_fields)
     engine = ident.get("engine") if isinstance(ident, dict) else None
-    return engine if isinstance(engine, str) and label_value_ok(engine) else None
+    return engine if isinstance(engine, str) else None
 
 
 def _opt_int(section: dict[str, Any], key: str) -> int | None:
@@ -166,7 +117,7 @@ def _opt_int(section: dict[str, Any], key: str) -> int | None:
 def _build_offload(off: dict[str, Any]) -> Offload:
     slabs: dict[str, Slab] = {}
     for kind, raw in (off.get("slabs") or {}).items():
-        if kind not in ("row", "page"):
+        if kind not in SLAB_KINDS:
             continue
         slab = Slab(int(raw["capacity"]), int(raw["free"]), int(raw["record_bytes"]))
         if slab.free > slab.capacity:
@@ -176,14 +127,6 @@ def _build_offload(off: dict[str, Any]) -> Offload:
                 f"offload.slabs.{kind}.free",
             )
         slabs[kind] = slab
-    evictions: dict[str, Evictions] = {}
-    for pressure, raw in (off.get("evictions") or {}).items():
-        if pressure not in ("row", "page"):
-            continue
-        outcomes = {
-            k: int(raw[k]) for k in ("evicted", "pinned", "non_durable", "no_eligible") if k in raw
-        }
-        evictions[pressure] = Evictions(int(raw["attempts"]), outcomes)
     resident = off.get("resident") or {}
     lookups = None
     if (raw_lookups := off.get("lookups")) is not None:
@@ -197,7 +140,6 @@ def _build_offload(off: dict[str, Any]) -> Offload:
         budget_bytes=_opt_int(off, "budget_bytes"),
         slabs=slabs,
         resident_bytes=_opt_int(resident, "bytes"),
-        evictions=evictions,
         lookups=lookups,
         fields=copy.deepcopy(off),  # the caller's object may change; this observation not
     )

@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 # The closed sets a field's keys come from: one home, exporter/labels.py.
-from exporter.labels import EVICTED_BY, MISS_REASONS, STORE_OUTCOMES, TOKEN_SOURCES
+from exporter.labels import (
+    EVICTED_BY,
+    EVICTION_OUTCOMES,
+    IDENTITY_FIELDS,
+    MISS_REASONS,
+    PRESSURES,
+    SLAB_KINDS,
+    STORE_OUTCOMES,
+    TOKEN_SOURCES,
+)
 
 SCHEMA_VERSIONS: Final = (1, 3)  # what the sidecar reads (there is no 2)
 
@@ -30,6 +39,11 @@ class Since:
 
 def V3(value: Any) -> Since:
     return Since(3, value)
+
+
+def _each(keys: tuple[str, ...], definition: str) -> dict[str, Any]:
+    """A property of the `definition` for each key of a closed set, in its order."""
+    return {key: {"$ref": f"#/$defs/{definition}"} for key in keys}
 
 
 # Replaced by each version's `schema_version` constant.
@@ -104,10 +118,7 @@ SOURCE: dict[str, Any] = {
             "required": ["attempts"],
             "properties": {
                 "attempts": {"$ref": "#/$defs/count"},
-                "evicted": {"$ref": "#/$defs/count"},
-                "pinned": {"$ref": "#/$defs/count"},
-                "non_durable": {"$ref": "#/$defs/count"},
-                "no_eligible": {"$ref": "#/$defs/count"},
+                **_each(EVICTION_OUTCOMES, "count"),
                 "age_seconds": V3({"$ref": "#/$defs/histogram"}),
                 "idle_seconds": V3({"$ref": "#/$defs/histogram"}),
             },
@@ -120,10 +131,7 @@ SOURCE: dict[str, Any] = {
         "identity": {
             "type": "object",
             "properties": {
-                "image_digest": {"$ref": "#/$defs/label"},
-                "container_id": {"$ref": "#/$defs/label"},
-                "package": {"$ref": "#/$defs/label"},
-                "checkpoint": {"$ref": "#/$defs/label"},
+                **_each(IDENTITY_FIELDS, "label"),
                 "engine": V3({"$ref": "#/$defs/label"}),
             },
         },
@@ -153,7 +161,7 @@ SOURCE: dict[str, Any] = {
                 "budget_bytes": {"$ref": "#/$defs/count"},
                 "slabs": {
                     "type": "object",
-                    "properties": {"row": {"$ref": "#/$defs/slab"}, "page": {"$ref": "#/$defs/slab"}},
+                    "properties": _each(SLAB_KINDS, "slab"),
                 },
                 "resident": {
                     "type": "object",
@@ -164,14 +172,11 @@ SOURCE: dict[str, Any] = {
                 },
                 "evictions": {
                     "type": "object",
-                    "properties": {
-                        "row": {"$ref": "#/$defs/evictions"},
-                        "page": {"$ref": "#/$defs/evictions"},
-                    },
+                    "properties": _each(PRESSURES, "evictions"),
                 },
                 "retired_leaves": {
                     "type": "object",
-                    "properties": {"row": {"$ref": "#/$defs/count"}, "page": {"$ref": "#/$defs/count"}},
+                    "properties": _each(SLAB_KINDS, "count"),
                 },
                 "ancestor_row_compactions": {"$ref": "#/$defs/count"},
                 "lookups": {
@@ -209,11 +214,7 @@ SOURCE: dict[str, Any] = {
                             ),
                             "type": "object",
                             "required": list(EVICTED_BY),
-                            "properties": {
-                                "row": {"$ref": "#/$defs/count"},
-                                "page": {"$ref": "#/$defs/count"},
-                                "ancestor_compaction": {"$ref": "#/$defs/count"},
-                            },
+                            "properties": _each(EVICTED_BY, "count"),
                         }),
                     },
                 },
@@ -242,12 +243,7 @@ SOURCE: dict[str, Any] = {
                             ),
                             "type": "object",
                             "required": list(STORE_OUTCOMES),
-                            "properties": {
-                                "stored": {"$ref": "#/$defs/count"},
-                                "dropped_full": {"$ref": "#/$defs/count"},
-                                "dropped_ineligible": {"$ref": "#/$defs/count"},
-                                "failed": {"$ref": "#/$defs/count"},
-                            },
+                            "properties": _each(STORE_OUTCOMES, "count"),
                         }),
                         "stored_bytes": V3({"$ref": "#/$defs/count"}),
                         "restore_transfers": V3({
@@ -298,11 +294,7 @@ SOURCE: dict[str, Any] = {
                     ),
                     "type": "object",
                     "required": list(TOKEN_SOURCES),
-                    "properties": {
-                        "computed": {"$ref": "#/$defs/count"},
-                        "gpu_prefix": {"$ref": "#/$defs/count"},
-                        "host_restored": {"$ref": "#/$defs/count"},
-                    },
+                    "properties": _each(TOKEN_SOURCES, "count"),
                 }),
             },
         },

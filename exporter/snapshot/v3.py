@@ -1,16 +1,15 @@
 """Schema 3's additions (exporter.snapshot.schemas.V3_SECTIONS): one that breaks the schema, or a
 histogram whose buckets could not be a Prometheus histogram, is left out of the snapshot and
-named, rather than failing the whole snapshot (exporter/snapshot/parse.py); to schema 1 they are
-unknown fields, left out too."""
+named, rather than failing the whole snapshot (validate.py hands them here with the schema's
+errors); to schema 1 they are unknown fields, left out too."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from exporter.snapshot.schemas import HISTOGRAM_KEYS, V3_SECTIONS
-from exporter.snapshot.validate import check_misses, validator
 
 V3_PATHS: tuple[tuple[str, ...], ...] = tuple(tuple(s.split(".")) for s in V3_SECTIONS)
 # Histogram additions: their count, sum and buckets keys (docs/snapshot.md, "Schema v3").
@@ -48,17 +47,19 @@ def _addition(path: tuple[Any, ...]) -> tuple[str, ...] | None:
     return next((p for p in V3_PATHS if tuple(path[:len(p)]) == p), None)
 
 
-def drop_broken_additions(obj: Any) -> tuple[Any, tuple[str, ...], bool]:
-    """`obj` without the v3 additions that break the schema or a histogram rule, their names, and
-    whether the schema held as it was (then it need not be checked again).
+def drop_broken_additions(obj: Any, errors: Iterable[tuple[Any, ...]],
+                          ) -> tuple[Any, tuple[str, ...], bool]:
+    """`obj` without the v3 additions that break the schema (`errors`: the paths of schema 3's
+    errors in `obj`) or a histogram rule, their names, and whether the schema held as it was
+    (then it need not be checked again).
 
     An error outside every addition is left for the caller's validation to report."""
     if not isinstance(obj, dict):
         return obj, (), False
     broken: set[tuple[str, ...]] = set()
     outside = False  # the snapshot itself is broken
-    for error in validator(3).iter_errors(check_misses(obj)):
-        where = _addition(tuple(error.absolute_path))
+    for path in errors:
+        where = _addition(path)
         if where is None:
             outside = True
         else:

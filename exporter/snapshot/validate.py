@@ -1,6 +1,7 @@
-"""Validating a decoded snapshot: the compiled JSON Schema validator of each version, and the
-checks beside it that the schema cannot make, or makes too slowly (exporter/snapshot/parse.py runs them).
-Each raises `SnapshotError` naming the field, or leaves out and names what it drops."""
+"""Validating a decoded snapshot (`validated`, the step between decoding and building in
+parse.py): the compiled JSON Schema validator of each version, and the checks beside it that the
+schema cannot make, or makes too slowly. Each raises `SnapshotError` naming the field, or leaves
+out and names what it drops (schema 3's broken additions through v3.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,41 @@ import jsonschema
 from exporter.labels import IDENTITY_FIELDS, ErrorReason
 from exporter.snapshot import schemas
 from exporter.snapshot.model import SnapshotError
+from exporter.snapshot.v3 import V3_PATHS, drop_broken_additions, without
+
+
+def validated(obj: Any) -> tuple[dict[str, Any], int, tuple[str, ...]]:
+    """`obj` as the schema of its `schema_version` holds it, that version, and the fields left
+    out of it (unusable identity strings, broken v3 additions); SnapshotError when it is not a
+    snapshot this sidecar reads."""
+    version = 1
+    if isinstance(obj, dict) and "schema_version" in obj:
+        raw = obj["schema_version"]
+        # true equals 1 in Python, not in JSON: the schema refuses it (a `schema` error).
+        if not isinstance(raw, bool) and raw not in schemas.SCHEMA_VERSIONS:
+            shown = raw if isinstance(raw, int) and not isinstance(raw, bool) else "?"
+            raise SnapshotError(
+                ErrorReason.UNSUPPORTED_VERSION,
+                f"schema_version {shown} is not supported (this sidecar reads 1 and 3)",
+                "schema_version",
+            )
+        version = 3 if raw == 3 else 1  # true (== 1) is read as 1 and refused
+    obj, dropped = drop_unusable_identity(obj)
+    valid = False
+    if version == 3:
+        errors = (tuple(e.absolute_path) for e in validator(3).iter_errors(check_misses(obj)))
+        obj, broken, valid = drop_broken_additions(obj, errors)
+        dropped += broken
+    else:
+        obj = without(obj, V3_PATHS)  # unknown fields to schema 1
+    error = None if valid else jsonschema.exceptions.best_match(
+        validator(version).iter_errors(check_misses(obj)))
+    if error is not None:
+        # The message can echo input; keep it short, it goes to logs and /status only.
+        path = ".".join(str(p) for p in error.absolute_path)
+        raise SnapshotError(ErrorReason.SCHEMA, error.message[:200], path)
+    check_anchored(obj)
+    return obj, version, dropped
 
 
 @cache

@@ -3,8 +3,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exporter import catalogue
 from exporter.cycle import derive
-from exporter.labels import MISS_REASONS, miss_counts, miss_reason
+from exporter.labels import EVICTION_OUTCOMES, MISS_REASONS, PRESSURES, miss_counts, miss_reason
 from exporter.snapshot.parse import snapshot_from_obj
 from tests.helpers import contract_example
 
@@ -68,3 +72,42 @@ def test_counter_decreases_within_a_generation_are_reported() -> None:
     assert derive.counter_decreases(a, b) == ["lookups.total"]
     assert derive.counter_decreases(a, snap(1, 100, generation="g2")) == []
     assert derive.counter_decreases(None, a) == []
+
+
+_COUNT = st.integers(min_value=0, max_value=2**53 - 1)
+
+
+@st.composite
+def _evictions(draw: st.DrawFn) -> dict[str, Any]:
+    """An evictions section as an engine may send it: either pressure or none, any of the
+    outcomes, in any order."""
+    out = {}
+    for pressure in draw(st.permutations(PRESSURES)):
+        if draw(st.booleans()):
+            keys = draw(st.lists(st.sampled_from(EVICTION_OUTCOMES), unique=True))
+            out[pressure] = {"attempts": draw(_COUNT), **{k: draw(_COUNT) for k in keys}}
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(_evictions())
+def test_every_reader_of_the_evictions_reads_what_the_engine_sent(evictions: dict[str, Any]) -> None:
+    """The headroom counter's row attempts, the exported attempts and outcomes, and the counters
+    watched for regressions all read the one validated section, by its paths."""
+    obj = contract_example()
+    obj["offload"]["evictions"] = evictions
+    off = snapshot_from_obj(obj).offload
+    assert off is not None
+    sent = {(p, k): v for p, section in evictions.items() for k, v in section.items()}
+    row = evictions.get("row", {}).get("attempts")
+    assert derive.row_attempts(off) == row
+    headroom = derive.advance_headroom(None, snapshot_from_obj(obj))
+    assert (headroom.row_attempts if headroom is not None else None) == row
+    attempts = catalogue.get("helios_offload_eviction_attempts_total").reader()
+    outcomes = catalogue.get("helios_offload_eviction_outcomes_total").reader()
+    assert attempts is not None and outcomes is not None
+    assert (attempts(off) or {}) == {(p,): v for (p, k), v in sent.items() if k == "attempts"}
+    assert (outcomes(off) or {}) == {key: v for key, v in sent.items() if key[1] != "attempts"}
+    counters = derive.offload_counters(off)
+    assert {k: v for k, v in counters.items() if k.startswith("evictions.")} == {
+        f"evictions.{p}.{k}": v for (p, k), v in sent.items()}

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from exporter import catalogue
 from exporter.labels import ErrorReason
 from exporter.snapshot.model import SnapshotError
 from exporter.snapshot.parse import parse_snapshot, snapshot_from_obj
@@ -21,8 +22,11 @@ def test_contract_example_parses_to_typed_values() -> None:
     assert snap.offload is not None
     assert snap.offload.slabs["row"].capacity == 512
     assert snap.offload.slabs["page"].free == 20480
-    assert snap.offload.evictions["row"].outcomes == {
-        "evicted": 31, "pinned": 4, "non_durable": 3, "no_eligible": 2}
+    outcomes = catalogue.get("helios_offload_eviction_outcomes_total").reader()
+    assert outcomes is not None
+    assert {k: v for k, v in (outcomes(snap.offload) or {}).items() if k[0] == "row"} == {
+        ("row", "evicted"): 31, ("row", "pinned"): 4, ("row", "non_durable"): 3,
+        ("row", "no_eligible"): 2}
     assert snap.offload.lookups is not None
     assert snap.offload.lookups.misses == {"no_prefix": 40, "key_mismatch:ckpt=ab12": 12}
     assert snap.ranks is not None and [r.rank for r in snap.ranks] == [0, 1]
