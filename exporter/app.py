@@ -2,7 +2,7 @@
 
 /metrics renders (and gzips) once per published view (a poll cycle or a restore event) and serves
 those bytes to every scraper (exporter/collectors/exposition.py). Basic auth, when configured, wraps the app
-(exporter/web/guard.py); the bearer-token routes check their token through exporter/bearer.py,
+(exporter/web/guard.py); the bearer-token routes check their token through exporter/web/bearer.py,
 which counts and slows down failures (exporter/web/auth.py).
 """
 
@@ -18,7 +18,6 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.openmetrics import exposition as openmetrics
 
-from exporter.bearer import gated_body
 from exporter.collectors.exposition import ExpositionCache, wants_gzip, wants_openmetrics
 from exporter.cycle.loop import PollLoop
 from exporter.oncall.html import HEADERS as PAGE_HEADERS
@@ -27,6 +26,7 @@ from exporter.phases.routes import add_phase_routes
 from exporter.restore.events import RestoreEventIn, RestoreEventOut, RestoreEventRefused, TokenFile
 from exporter.version import VERSION
 from exporter.web.auth import AuthFailures
+from exporter.web.bearer import gated_body
 
 log = structlog.get_logger("helios_exporter.app")
 audit = structlog.get_logger("helios_exporter.audit")

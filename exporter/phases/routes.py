@@ -1,6 +1,6 @@
 """POST and GET /experiment/phases (docs/interface.md section 7).
 
-POST has the events API's gate (exporter/bearer.py: 404, 401, 429, 413, 422), then 409 for a name
+POST has the events API's gate (exporter/web/bearer.py: 404, 401, 429, 413, 422), then 409 for a name
 conflict, 503 when no fresh capture could be taken or stored (nothing changed: retry), and 200
 with the capture just taken and the phase as it now stands.
 """
@@ -14,12 +14,12 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from exporter.bearer import gated_body
 from exporter.labels import PHASE_NAME_PATTERN
 from exporter.phases.book import PhaseBook, PhaseConflict, PhaseUnavailable, phase_json
 from exporter.phases.capture import to_json
 from exporter.restore.events import TokenFile
 from exporter.web.auth import AuthFailures
+from exporter.web.bearer import gated_body
 
 audit = structlog.get_logger("helios_exporter.audit")
 
