@@ -236,7 +236,7 @@ def _validate(v: dict[str, Any], errors: list[str]) -> None:
     """What no option can judge alone: the files' contents, and options that disagree."""
     if v.get("expect_layout") is not None:
         # Derived here only to report its problems with the others; the sidecar derives it again.
-        from exporter.cycle import layout
+        from exporter import layout
         try:
             layout.records(layout.load(Path(v["expect_layout"])))
         except layout.LayoutError as exc:

@@ -26,7 +26,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Final
 
-from exporter.cycle.layout import Layout, Partition, Records, limit_problems, partition
+from exporter.layout import Layout, Partition, Records, limit_problems, partition
 
 # 1/16 to 15/16 of the budget to rows: the quarter of sized_counts today among them, and the
 # arms of docs/simulator.md (0.3125, 0.75).

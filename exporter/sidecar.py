@@ -22,11 +22,11 @@ from exporter.collectors.exposition import ExpositionCache
 from exporter.collectors.http import HttpCollector
 from exporter.collectors.registry import Collectors, build_registry
 from exporter.config import Config
-from exporter.cycle.layout import LayoutError, Records, load, records
 from exporter.cycle.loop import PollLoop
 from exporter.cycle.pins import Pins
 from exporter.defaults import HOST_TIMEOUT
 from exporter.durable import DirectoryHeld, DirectoryLock
+from exporter.layout import LayoutError, Records, load, records
 from exporter.oncall.html import page
 from exporter.phases.book import PhaseBook, PhaseStore
 from exporter.phases.capture import Capture, capture_of

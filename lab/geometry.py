@@ -20,8 +20,8 @@ from fractions import Fraction
 from typing import Any
 
 from exporter import defaults
+from exporter import layout as lay
 from exporter import partitions as parts
-from exporter.cycle import layout as lay
 from exporter.options import Option
 
 PROG = "helios-exporter geometry"

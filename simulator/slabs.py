@@ -71,7 +71,7 @@ class NamedGeometry:
     summary: str
 
 
-# seed-001's row record: what tests/fixtures/layouts/seed-001.json derives (exporter/cycle/layout.py;
+# seed-001's row record: what tests/fixtures/layouts/seed-001.json derives (exporter/layout.py;
 # tests/simulator/test_sim_geometry.py ties the two). 52 of them fill a quarter of 32 GiB, as the
 # 52 resident host records of seed 001 did.
 SEED_001_ROW_RECORD_BYTES = 163_586_048

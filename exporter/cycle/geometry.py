@@ -11,7 +11,7 @@ carries the inputs of none. Rules (names from labels.GEOMETRY_RULES):
 - `lookups_accounted`: hits + the sum of misses over every reason <= lookups.total (a lookup still
   in flight may be counted in total before its outcome, so below is fine).
 - `record_bytes_match_layout` (with `--expect-layout`): each slab present has the record_bytes
-  the layout derives for its kind (exporter/cycle/layout.py); its value is the number of slabs that
+  the layout derives for its kind (exporter/layout.py); its value is the number of slabs that
   differ, its limit 0.
 
 `free <= capacity` of a slab is a schema rule: a snapshot breaking it is rejected, not inconsistent.
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from exporter.cycle.layout import Records
+from exporter.layout import Records
 from exporter.snapshot.model import Offload
 
 

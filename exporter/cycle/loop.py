@@ -22,10 +22,10 @@ import structlog
 
 from exporter import logs
 from exporter.cycle import derive, geometry, gpu_selection, pins
-from exporter.cycle.layout import Records
 from exporter.cycle.pins import Pins
 from exporter.cycle.view import View, frozen
 from exporter.defaults import MAX_SERIES_PER_FAMILY
+from exporter.layout import Records
 from exporter.restore.keeper import EventOutcome, RestoreKeeper
 from exporter.restore.window import EventKind
 from exporter.snapshot.model import Snapshot

@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from exporter.cycle import layout
+from exporter import layout
 from simulator import cli
 from simulator.engine import SimulatedEngine
 from simulator.slabs import GEOMETRIES, SEED_001_ROW_RECORD_BYTES

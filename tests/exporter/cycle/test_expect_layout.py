@@ -14,8 +14,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import config as cfg
+from exporter import layout as lay
 from exporter.cycle import geometry
-from exporter.cycle import layout as lay
 from exporter.oncall.html import page
 from exporter.snapshot.parse import snapshot_from_obj
 from tests.conftest import FIXTURES

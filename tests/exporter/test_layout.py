@@ -1,4 +1,4 @@
-"""exporter/cycle/layout.py: every check with its own message, the byte arithmetic of both records, the
+"""exporter/layout.py: every check with its own message, the byte arithmetic of both records, the
 partition sized_counts carves, and the properties the derivation must keep (hypothesis)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.cycle import layout as lay
+from exporter import layout as lay
 from tests.conftest import FIXTURES
 
 SEED = FIXTURES / "layouts" / "seed-001.json"
