@@ -11,6 +11,7 @@ from exporter.catalogue.model import Family, Promise, Rows, Samples
 from exporter.labels import (
     EVICTED_BY,
     EVICTION_OUTCOMES,
+    IDENTITY_FIELDS,
     MISS_REASONS,
     PRESSURES,
     SLAB_KINDS,
@@ -42,9 +43,9 @@ FAMILIES: Rows = (
            "snapshot succeeded.", collector="offload", promised=ENGINE,
            source="1 when the latest snapshot poll succeeded, 0 when it failed; absent until the "
            "first poll finished (unknown is not down)"),
-    Family("helios_monitoring_generation_info", "gauge", (G, "image_digest", "container_id",
-           "package", "checkpoint"), "", help="Engine incarnation being monitored (snapshot "
-           "generation and identity); always 1.", collector="offload", promised=ENGINE,
+    Family("helios_monitoring_generation_info", "gauge", (G, *IDENTITY_FIELDS), "",
+           help="Engine incarnation being monitored (snapshot generation and identity); always 1.",
+           collector="offload", promised=ENGINE,
            source="always 1: who the current incarnation is (`generation`, `identity`)"),
     Family("helios_monitoring_generation_start_timestamp_seconds", "gauge", (G,), "unix seconds",
            help="Snapshot started_at: when this engine incarnation started (unix seconds).",

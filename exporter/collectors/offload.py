@@ -24,6 +24,7 @@ from exporter.collectors.families import counter, gauge, render, render_histogra
 from exporter.cycle import derive, geometry
 from exporter.cycle.derive import EnginePicture
 from exporter.cycle.geometry import Geometry
+from exporter.labels import IDENTITY_FIELDS
 from exporter.restore.window import RestoreState
 from exporter.snapshot.model import Offload, Snapshot
 
@@ -73,7 +74,7 @@ def _identity(snap: Snapshot) -> Iterator[Metric]:
         [gen]
         + [
             (getattr(ident, k) or "") if ident else ""
-            for k in ("image_digest", "container_id", "package", "checkpoint")
+            for k in IDENTITY_FIELDS
         ],
         1.0,
     )

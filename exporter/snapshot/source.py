@@ -12,7 +12,7 @@ catalogue reads to the schema of each version that promises it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 # The closed sets a field's keys come from: one home, exporter/labels.py.
 from exporter.labels import (
@@ -25,6 +25,7 @@ from exporter.labels import (
     STORE_OUTCOMES,
     TOKEN_SOURCES,
 )
+from exporter.snapshot.model import AdmissionState
 
 SCHEMA_VERSIONS: Final = (1, 3)  # what the sidecar reads (there is no 2)
 
@@ -139,7 +140,7 @@ SOURCE: dict[str, Any] = {
             "type": "object",
             "required": ["state"],
             "properties": {
-                "state": {"enum": ["open", "draining", "closed"]},
+                "state": {"enum": list(get_args(AdmissionState))},
                 "inflight_requests": {"$ref": "#/$defs/count"},
             },
         },
