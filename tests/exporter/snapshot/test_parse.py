@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
+from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -130,3 +133,38 @@ def test_unusable_identity_value_is_left_out_not_fatal() -> None:
     assert snap.identity is not None
     assert (snap.identity.container_id, snap.identity.package) == (None, None)
     assert snap.identity.image_digest == "sha256:9f2c..."
+
+
+@pytest.mark.parametrize("version", [1, 3])
+def test_a_body_goes_one_way_through_the_snapshot_package(version: int) -> None:
+    """Decoded, validated, built: no call goes back into a module of exporter/snapshot/ that the
+    parse had already left (the calls are followed with a profile hook)."""
+    obj = contract_example(version)  # schema 3's: every addition, each through v3.py
+    obj["identity"]["engine"] = "helios-simulator"
+    body = json.dumps(obj).encode()
+    parse_snapshot(body)  # warm the caches (the validators, the label pattern)
+    package = str(Path(parse_snapshot.__code__.co_filename).parent)
+    stack: list[str] = []
+    entered: list[str] = []
+    back: list[str] = []
+
+    def follow(frame: FrameType, event: str, arg: object) -> None:
+        module = frame.f_code.co_filename
+        if not module.startswith(package):
+            return
+        if event == "call":
+            if stack[-1:] != [module]:
+                if module in entered and module not in stack:
+                    back.append(f"{Path(stack[-1]).name} -> {Path(module).name}")
+                entered.append(module)
+            stack.append(module)
+        elif event == "return":
+            stack.pop()
+
+    sys.setprofile(follow)
+    try:
+        parse_snapshot(body)
+    finally:
+        sys.setprofile(None)
+    assert len(set(entered)) >= 3  # parse, limits, validate (and v3, model)
+    assert back == []
