@@ -91,9 +91,12 @@ class Proc:
         self.stop(signal.SIGKILL)
 
     def tail(self, lines: int = 40) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return ""
+        """The last `lines` of its output (stdout, then stderr when that is apart)."""
+        text = []
+        for path in (self.log, self.err):
+            with contextlib.suppress(OSError):
+                text += [] if path is None else path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
 
 
 class Procs:
@@ -125,11 +128,12 @@ class Procs:
 
     def sidecar(self, engine_url: str, *extra: str, port: int | None = None,
                 state_dir: Path | None = None, name: str = "sidecar",
-                env: dict[str, str] | None = None, wait: bool = True) -> tuple[Proc, str]:
+                env: dict[str, str] | None = None, wait: bool = True,
+                nvml: bool = False) -> tuple[Proc, str]:
         """`start_sidecar` in this section's folder, stopped by `stop_all`."""
         proc, url = start_sidecar(engine_url, self.workdir / f"{name}.log", *extra, port=port,
                                   state_dir=state_dir or self.workdir / f"{name}-state",
-                                  name=name, env=env,
+                                  name=name, env=env, nvml=nvml,
                                   ready=self.ready_timeout if wait else None)
         self.procs.append(proc)
         return proc, url
@@ -140,23 +144,24 @@ class Procs:
                 proc.stop()
 
 
-def serve_args(engine_url: str, port: int, state_dir: Path, *extra: str) -> list[str]:
+def serve_args(engine_url: str, port: int, state_dir: Path, *extra: str,
+               nvml: bool = False) -> list[str]:
     """`helios-exporter serve` polling `engine_url`, listening on 127.0.0.1:`port`, without
-    NVML, logging JSON; `extra` last (where it repeats an option, it wins)."""
+    NVML unless asked, logging JSON; `extra` last (where it repeats an option, it wins)."""
     return [PYTHON, "-m", "exporter", "serve", "--engine-url", engine_url,
-            "--listen", f"127.0.0.1:{port}", "--state-dir", str(state_dir), "--no-nvml",
-            "--log-format", "json", *extra]
+            "--listen", f"127.0.0.1:{port}", "--state-dir", str(state_dir),
+            *(() if nvml else ("--no-nvml",)), "--log-format", "json", *extra]
 
 
 def start_sidecar(engine_url: str, log: Path, *extra: str, state_dir: Path,
                   port: int | None = None, name: str = "sidecar",
                   env: dict[str, str] | None = None, err: Path | None = None,
-                  ready: float | None = 60.0) -> tuple[Proc, str]:
+                  ready: float | None = 60.0, nvml: bool = False) -> tuple[Proc, str]:
     """The one way tests and benchmarks start a sidecar (`serve_args`), writing `log` (and
     stderr to `err` when given); waits up to `ready` seconds for /readyz (None: not at all).
     Returns the process and its base URL; the caller stops it (`Procs.sidecar` does)."""
     port = port or free_port()
-    proc = Proc(name, serve_args(engine_url, port, state_dir, *extra), log, env or {},
+    proc = Proc(name, serve_args(engine_url, port, state_dir, *extra, nvml=nvml), log, env or {},
                 err=err).start()
     url = f"http://127.0.0.1:{port}"
     if ready is not None:
