@@ -93,9 +93,9 @@ class Proc:
     def tail(self, lines: int = 40) -> str:
         """The last `lines` of its output (stdout, then stderr when that is apart)."""
         text = []
-        for path in (self.log, self.err):
+        for path in filter(None, (self.log, self.err)):
             with contextlib.suppress(OSError):
-                text += [] if path is None else path.read_text(errors="replace").splitlines()
+                text += path.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
 
@@ -293,7 +293,7 @@ def sample(fams: dict[str, Metric], family: str, **labels: str) -> float | None:
     return None
 
 
-# -- an engine in memory ---------------------------------------------------------------------
+# -- a stub engine ----------------------------------------------------------------------------
 def contract_example(version: int = 1) -> dict[str, Any]:
     """The contract example snapshot of schema `version` (1 or 3)."""
     path = CONTRACT_EXAMPLE_V3 if version == 3 else CONTRACT_EXAMPLE
@@ -307,7 +307,7 @@ class StubEngine:
     target too), "ok" at /health, 404 elsewhere; the paths asked, in order, in `requests`.
     Faults: `status` other than 200 answers every path with it and an error page; `down`
     refuses (in memory a connection error; served, 503 with no body, as Prometheus sees an
-    unreachable target); `delay` seconds before each served answer (a slow engine).
+    unreachable target). Byte-level faults (stalls, drips, bad framing) are tests/hostile/stub.py's.
 
     Called, it is an httpx.MockTransport handler for a sidecar in this process (`make_sidecar`);
     `serve()` puts the same answers on 127.0.0.1 for a sidecar process or a Prometheus."""
@@ -317,7 +317,6 @@ class StubEngine:
         self.metrics = metrics
         self.status = 200
         self.down = False
-        self.delay = 0.0
         self.requests: list[str] = []
         self._server: ThreadingHTTPServer | None = None
 
@@ -344,15 +343,12 @@ class StubEngine:
             raise httpx.ConnectError("connection refused", request=request)
         return answer
 
-    # -- served on 127.0.0.1 --
     @property
-    def url(self) -> str:
-        """The served engine's base URL."""
+    def url(self) -> str:  # served: the base URL
         return f"http://{self.target}"
 
     @property
-    def target(self) -> str:
-        """The served engine's host:port (a scrape target)."""
+    def target(self) -> str:  # served: host:port (a scrape target)
         assert self._server is not None, "not served"
         return f"127.0.0.1:{self._server.server_address[1]}"
 
@@ -363,12 +359,9 @@ class StubEngine:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                if engine.delay:
-                    time.sleep(engine.delay)
                 answer = engine.answer(self.path.split("?", 1)[0])
-                status, body = (503, b"") if answer is None else (answer.status_code,
-                                                                  answer.content)
-                self.send_response(status)
+                body = b"" if answer is None else answer.content
+                self.send_response(503 if answer is None else answer.status_code)
                 if answer is not None and "content-type" in answer.headers:
                     self.send_header("Content-Type", answer.headers["content-type"])
                 self.send_header("Content-Length", str(len(body)))
@@ -380,8 +373,7 @@ class StubEngine:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="stub-engine",
-                         daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
     def close(self) -> None:
