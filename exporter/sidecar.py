@@ -86,12 +86,10 @@ class Sidecar:
         return page(self._status(now), now)
 
     def _status(self, now: float) -> dict[str, Any]:
-        # The collectors as /metrics renders them now: rendered once per view and cached, so
-        # this costs a rendering only when no scrape came since the last poll.
-        self.cache.render(False)
+        # The collectors' health for the published view, learned without rendering /metrics.
         return status(self.loop.view, self.keeper.bounds, self.config, now,
                       since_last_cycle=self.loop.since_last_cycle(),
-                      collectors=self.registry.health,
+                      collectors=self.cache.health(),
                       web=None if self.web is None else self.web.status())
 
 

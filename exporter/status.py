@@ -21,8 +21,8 @@ def status(view: View, bounds: Bounds, config: Config, now: float, *,
            collectors: Sequence[Health] | None = None,
            web: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """`since_last_cycle`: seconds since the poll loop last completed a cycle, on a monotonic
-    clock (None: not known); `collectors`: each collector of /metrics at its latest rendering
-    (None: not known);
+    clock (None: not known); `collectors`: each collector of /metrics for the published view, as a
+    rendering finds it (None: not known);
     `web`: the web configuration in force (`WebConfigState.status()`; None: no
     --web-config-file)."""
     restore = view.restore

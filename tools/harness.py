@@ -1,6 +1,7 @@
 """What tests and benchmarks share: free ports, child processes on 127.0.0.1 (the simulator, the
-sidecar, Prometheus, Alertmanager), waiting for them, reading an exposition back, and an engine
-served in memory for an in-process sidecar.
+sidecar, Prometheus, Alertmanager), waiting for them, reading an exposition back, and a stub
+engine (in memory for an in-process sidecar, or served on 127.0.0.1). Every test and benchmark
+starts its sidecars and stub engines here.
 
 No pytest here: a benchmark reports a failure as a result ("not measured: why"), so waits raise
 `WaitFailed` and a missing program `NotInstalled`; tests/e2e/procs.py turns those into test
@@ -18,9 +19,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +54,7 @@ class Proc:
     log: Path  # stdout and stderr
     env: dict[str, str] = field(default_factory=dict)  # on top of this process's environment
     popen: subprocess.Popen[bytes] | None = None
+    err: Path | None = None  # stderr apart from stdout (None: both in `log`)
 
     @property
     def pid(self) -> int:
@@ -58,9 +62,11 @@ class Proc:
         return self.popen.pid
 
     def start(self) -> Proc:
-        with self.log.open("ab") as out:
+        with contextlib.ExitStack() as files:
+            out = files.enter_context(self.log.open("ab"))
+            err = subprocess.STDOUT if self.err is None else files.enter_context(self.err.open("ab"))
             self.popen = subprocess.Popen(
-                self.args, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                self.args, stdout=out, stderr=err, cwd=ROOT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
             )
         return self
@@ -85,9 +91,12 @@ class Proc:
         self.stop(signal.SIGKILL)
 
     def tail(self, lines: int = 40) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return ""
+        """The last `lines` of its output (stdout, then stderr when that is apart)."""
+        text = []
+        for path in filter(None, (self.log, self.err)):
+            with contextlib.suppress(OSError):
+                text += path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
 
 
 class Procs:
@@ -119,23 +128,49 @@ class Procs:
 
     def sidecar(self, engine_url: str, *extra: str, port: int | None = None,
                 state_dir: Path | None = None, name: str = "sidecar",
-                env: dict[str, str] | None = None, wait: bool = True) -> tuple[Proc, str]:
-        """`helios-exporter serve` (no NVML, JSON logs); waits for /readyz unless told not to."""
-        port = port or free_port()
-        state_dir = state_dir or self.workdir / f"{name}-state"
-        proc = self.start(name, [
-            PYTHON, "-m", "exporter", "serve", "--engine-url", engine_url,
-            "--listen", f"127.0.0.1:{port}", "--state-dir", str(state_dir), "--no-nvml",
-            "--log-format", "json", *extra], env=env)
-        url = f"http://127.0.0.1:{port}"
-        if wait:
-            wait_http(url + "/readyz", self.ready_timeout, proc)
+                env: dict[str, str] | None = None, wait: bool = True,
+                nvml: bool = False) -> tuple[Proc, str]:
+        """`start_sidecar` in this section's folder, stopped by `stop_all`."""
+        proc, url = start_sidecar(engine_url, self.workdir / f"{name}.log", *extra, port=port,
+                                  state_dir=state_dir or self.workdir / f"{name}-state",
+                                  name=name, env=env, nvml=nvml,
+                                  ready=self.ready_timeout if wait else None)
+        self.procs.append(proc)
         return proc, url
 
     def stop_all(self) -> None:
         for proc in reversed(self.procs):
             with contextlib.suppress(Exception):
                 proc.stop()
+
+
+def serve_args(engine_url: str, port: int, state_dir: Path, *extra: str,
+               nvml: bool = False) -> list[str]:
+    """`helios-exporter serve` polling `engine_url`, listening on 127.0.0.1:`port`, without
+    NVML unless asked, logging JSON; `extra` last (where it repeats an option, it wins)."""
+    return [PYTHON, "-m", "exporter", "serve", "--engine-url", engine_url,
+            "--listen", f"127.0.0.1:{port}", "--state-dir", str(state_dir),
+            *(() if nvml else ("--no-nvml",)), "--log-format", "json", *extra]
+
+
+def start_sidecar(engine_url: str, log: Path, *extra: str, state_dir: Path,
+                  port: int | None = None, name: str = "sidecar",
+                  env: dict[str, str] | None = None, err: Path | None = None,
+                  ready: float | None = 60.0, nvml: bool = False) -> tuple[Proc, str]:
+    """The one way tests and benchmarks start a sidecar (`serve_args`), writing `log` (and
+    stderr to `err` when given); waits up to `ready` seconds for /readyz (None: not at all).
+    Returns the process and its base URL; the caller stops it (`Procs.sidecar` does)."""
+    port = port or free_port()
+    proc = Proc(name, serve_args(engine_url, port, state_dir, *extra, nvml=nvml), log, env or {},
+                err=err).start()
+    url = f"http://127.0.0.1:{port}"
+    if ready is not None:
+        try:
+            wait_http(url + "/readyz", ready, proc)
+        except BaseException:
+            proc.stop()
+            raise
+    return proc, url
 
 
 class NotInstalled(RuntimeError):
@@ -258,7 +293,7 @@ def sample(fams: dict[str, Metric], family: str, **labels: str) -> float | None:
     return None
 
 
-# -- an engine in memory ---------------------------------------------------------------------
+# -- a stub engine ----------------------------------------------------------------------------
 def contract_example(version: int = 1) -> dict[str, Any]:
     """The contract example snapshot of schema `version` (1 or 3)."""
     path = CONTRACT_EXAMPLE_V3 if version == 3 else CONTRACT_EXAMPLE
@@ -267,25 +302,90 @@ def contract_example(version: int = 1) -> dict[str, Any]:
 
 
 class StubEngine:
-    """An httpx.MockTransport handler serving a snapshot and a /metrics text that callers
-    change between polls."""
+    """An engine that callers change between polls: `snapshot` (a dict, or the body's bytes) at
+    /debug/offload/snapshot, `metrics` at /metrics (Prometheus text, so it serves a scrape
+    target too), "ok" at /health, 404 elsewhere; the paths asked, in order, in `requests`.
+    Faults: `status` other than 200 answers every path with it and an error page; `down`
+    refuses (in memory a connection error; served, 503 with no body, as Prometheus sees an
+    unreachable target). Byte-level faults (stalls, drips, bad framing) are tests/hostile/stub.py's.
+
+    Called, it is an httpx.MockTransport handler for a sidecar in this process (`make_sidecar`);
+    `serve()` puts the same answers on 127.0.0.1 for a sidecar process or a Prometheus."""
 
     def __init__(self, snapshot: dict[str, Any] | bytes | None = None, metrics: str = "") -> None:
         self.snapshot = contract_example() if snapshot is None else snapshot
         self.metrics = metrics
         self.status = 200
+        self.down = False
         self.requests: list[str] = []
+        self._server: ThreadingHTTPServer | None = None
 
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request.url.path)
+    def answer(self, path: str) -> httpx.Response | None:
+        """The answer at `path`; None while `down`."""
+        self.requests.append(path)
+        if self.down:
+            return None
         if self.status != 200:
             return httpx.Response(self.status, text="<html>error</html>")
-        if request.url.path == "/debug/offload/snapshot":
+        if path == "/debug/offload/snapshot":
             body = self.snapshot if isinstance(self.snapshot, bytes) else json.dumps(self.snapshot)
             return httpx.Response(200, content=body)
-        if request.url.path == "/metrics":
-            return httpx.Response(200, text=self.metrics)
+        if path == "/metrics":
+            return httpx.Response(200, text=self.metrics,
+                                  headers={"Content-Type": "text/plain; version=0.0.4"})
+        if path == "/health":
+            return httpx.Response(200, text="ok")
         return httpx.Response(404)
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        answer = self.answer(request.url.path)
+        if answer is None:
+            raise httpx.ConnectError("connection refused", request=request)
+        return answer
+
+    @property
+    def url(self) -> str:  # served: the base URL
+        return f"http://{self.target}"
+
+    @property
+    def target(self) -> str:  # served: host:port (a scrape target)
+        assert self._server is not None, "not served"
+        return f"127.0.0.1:{self._server.server_address[1]}"
+
+    def serve(self) -> StubEngine:
+        """Start answering on a free port of 127.0.0.1 (threads of this process); `close()`
+        stops (a `with` block does both)."""
+        engine = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                answer = engine.answer(self.path.split("?", 1)[0])
+                body = b"" if answer is None else answer.content
+                self.send_response(503 if answer is None else answer.status_code)
+                if answer is not None and "content-type" in answer.headers:
+                    self.send_header("Content-Type", answer.headers["content-type"])
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def __enter__(self) -> StubEngine:
+        return self if self._server is not None else self.serve()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def make_sidecar(engine: StubEngine, state_dir: Path, **overrides: Any) -> Any:

@@ -18,8 +18,9 @@ import threading
 from prometheus_client.core import Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
+from prometheus_client.utils import floatToGoString
 
-from exporter.collectors.registry import Collectors
+from exporter.collectors.registry import Collectors, Health
 
 GZIP_LEVEL = 6
 _EOF = b"# EOF\n"
@@ -44,6 +45,22 @@ def _openmetrics(metrics: list[Metric]) -> bytes:
     return body.removesuffix(_EOF)
 
 
+def _checked(metrics: list[Metric]) -> bytes:
+    """Nothing, after the checks the encoders would fail on (a value or timestamp that is not a
+    number, with the encoders' own conversion, so a failure names the same cause; a label or
+    help text that is not a string): a collector's health without its text."""
+    for metric in metrics:
+        if not isinstance(metric.documentation, str):
+            raise TypeError(f"{metric.name}: help text is not a string")
+        for s in metric.samples:
+            floatToGoString(s.value)  # type: ignore[no-untyped-call]
+            if s.timestamp is not None:
+                floatToGoString(s.timestamp)  # type: ignore[no-untyped-call]
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in s.labels.items()):
+                raise TypeError(f"{s.name}: a label name or value is not a string")
+    return b""
+
+
 def render(registry: Collectors, openmetrics_format: bool) -> bytes:
     parts = [body for _, body in registry.run(_openmetrics if openmetrics_format else _text)]
     if openmetrics_format:
@@ -61,6 +78,7 @@ class ExpositionCache:
         self._cache: dict[tuple[bool, bool], tuple[int, bytes]] = {}
         self.renders = 0  # bodies rendered since start (tests and the benchmark count them)
         self.compressions = 0  # bodies gzipped since start
+        self._health: tuple[int, tuple[Health, ...]] | None = None  # (view version, health)
 
     def invalidate(self) -> None:
         with self._lock:
@@ -81,7 +99,25 @@ class ExpositionCache:
             self.renders += 1
         with self._lock:
             self._cache[key] = (version, body)
+            if not gzipped:
+                self._health = (version, self.registry.health)
         return body
+
+    def health(self) -> tuple[Health, ...]:
+        """Each collector's health for the current view: that of the view's latest rendering,
+        or, before any, of one pass that collects and checks without rendering (kept for the
+        view), so /status learns it without rendering /metrics."""
+        with self._lock:
+            version = self._version
+            if self._health is not None and self._health[0] == version:
+                return self._health[1]
+        for _ in self.registry.run(_checked):
+            pass
+        health = self.registry.health
+        with self._lock:
+            if self._health is None or self._health[0] != version:
+                self._health = (version, health)
+        return health
 
 
 def wants_openmetrics(accept: str | None) -> bool:

@@ -51,7 +51,7 @@ Encode = Callable[[list[Metric]], bytes]
 
 @dataclass(frozen=True)
 class Health:
-    """One collector at the latest rendering: `cause` names what it raised and where
+    """One collector at the latest run: `cause` names what it raised and where
     (`KeyError at offload.py:120`), never the message (it may quote engine input)."""
 
     collector: str

@@ -24,7 +24,6 @@ One stack serves the whole module (about 40 s):
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -156,13 +155,10 @@ def write_fake_gpus(config: Path, engine_url: str) -> None:
 def nvml_sidecar(stack: Stack, engine_url: str, library: Path, config: Path) -> tuple[Proc, str]:
     """Stack.sidecar without --no-nvml: pynvml dlopen()s libnvidia-ml.so.1, found through
     LD_LIBRARY_PATH in the fake's directory."""
-    port = free_port()
-    proc = stack.start("sidecar-offload", [
-        sys.executable, "-m", "exporter", "serve", "--engine-url", engine_url,
-        "--listen", f"127.0.0.1:{port}", "--state-dir", str(stack.tmp / "state-offload"),
-        "--poll-interval", "0.5", "--log-format", "json",
-    ], env={"LD_LIBRARY_PATH": str(library.parent), "FAKE_NVML_CONFIG": str(config)})
-    url = f"http://127.0.0.1:{port}"
+    proc, url = stack.sidecar(
+        engine_url, "--poll-interval", "0.5", state_dir=stack.tmp / "state-offload",
+        name="sidecar-offload", nvml=True, wait=False,
+        env={"LD_LIBRARY_PATH": str(library.parent), "FAKE_NVML_CONFIG": str(config)})
     wait_for(lambda: http_ok(url + "/readyz"), 30, "sidecar with fake NVML ready", proc)
     return proc, url
 

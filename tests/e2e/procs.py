@@ -14,7 +14,8 @@ from tests.process_guard import process_fixture
 from tools import harness
 from tools.harness import ROOT, Proc, Stack, WaitFailed, free_port, http_ok, query, wait_until
 
-__all__ = ["ROOT", "Proc", "Stack", "free_port", "http_ok", "need", "query", "stack", "wait_for"]
+__all__ = ["ROOT", "Proc", "Stack", "free_port", "http_ok", "need", "query", "stack",
+           "start_sidecar", "wait_for"]
 
 
 def need(binary: str) -> str:
@@ -29,6 +30,14 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str, proc: Proc | N
     """tools.harness.wait_until, failing the test instead of raising."""
     try:
         return wait_until(check, timeout, what, proc, interval)
+    except WaitFailed as exc:
+        pytest.fail(str(exc))
+
+
+def start_sidecar(engine_url: str, log: Path, *extra: str, **options: Any) -> tuple[Proc, str]:
+    """tools.harness.start_sidecar, failing the test instead of raising (the sidecar stopped)."""
+    try:
+        return harness.start_sidecar(engine_url, log, *extra, **options)
     except WaitFailed as exc:
         pytest.fail(str(exc))
 

@@ -14,16 +14,15 @@ truthfully.
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from tests.e2e.procs import ROOT, Stack
 from tests.process_guard import process_fixture
+from tools.harness import StubEngine
 from tools.webhook import WebhookReceiver
 
 pytestmark = pytest.mark.e2e
@@ -31,42 +30,6 @@ pytestmark = pytest.mark.e2e
 JOB = "helios-exporter"
 AM_DIR = ROOT / "deploy" / "alertmanager"
 PAGES = ("HeliosRequestCutoffBreached", "HeliosRestoreBoundBreached")
-
-
-class Exposition:
-    """Serves whatever text it holds at /metrics (changed by the test between phases)."""
-
-    def __init__(self) -> None:
-        self.text = ""
-        self.start = 0.0  # the scripted window's start
-        exposition = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = exposition.text.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> Exposition:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def window_open(start: float) -> str:
@@ -90,31 +53,33 @@ def window_closed_late(start: float, end: float) -> str:
 
 
 @process_fixture
-def chain(tmp_path: Any) -> Iterator[tuple[Exposition, WebhookReceiver]]:
+def chain(tmp_path: Any) -> Iterator[tuple[StubEngine, float, WebhookReceiver]]:
+    """The scraped target (its /metrics changed by the test between phases), the scripted
+    window's start, the webhook."""
     stack = Stack(tmp_path)
-    with Exposition() as target, WebhookReceiver() as hook:
+    with StubEngine() as target, WebhookReceiver() as hook:
         try:
             _, am = stack.alertmanager(
                 (AM_DIR / "alertmanager-test.yml").read_text()
                 .replace("__WEBHOOK_PORT__", str(hook.port)).replace("__TEMPLATE_DIR__", str(AM_DIR)))
-            target.start = time.time() - 100  # both deadlines already passed
-            target.text = window_open(target.start)
+            start = time.time() - 100  # both deadlines already passed
+            target.metrics = window_open(start)
             stack.prometheus([target.target], rule_files=[ROOT / "alerts" / "helios-alerts.yaml"],
                              alertmanager=am.removeprefix("http://"))
-            yield target, hook
+            yield target, start, hook
         finally:
             stack.stop_all()
 
 
 def test_the_late_close_resolves_each_page_in_a_notification_with_its_notice(
-    chain: tuple[Exposition, WebhookReceiver],
+    chain: tuple[StubEngine, float, WebhookReceiver],
 ) -> None:
-    target, hook = chain
+    target, start, hook = chain
     instance = target.target
     for name in PAGES:
         hook.wait_for(lambda n=name: hook.deliveries(n, status="firing", instance=instance),
                       30, f"{name} firing")
-    target.text = window_closed_late(target.start, time.time())
+    target.metrics = window_closed_late(start, time.time())
 
     notice = ("HeliosRestoreWindowClosed", "firing", "late")
     # A page not resolved yet may still be firing beside the one that resolved.

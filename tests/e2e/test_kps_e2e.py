@@ -9,7 +9,8 @@ Changed for the test only: every receiver, kps's 'null' included, posts to a web
 Alertmanager timers are 1 s; and kps's `for:` (TargetDown 10m, KubePodNotReady 15m) are 2 s.
 kps's inhibitions, routes and rule expressions are as shipped.
 
-The scraped targets are scripted expositions (tests/e2e/scripted.py): the sidecar of a StatefulSet
+The scraped targets are scripted expositions (tools/harness.py's StubEngine serving the /metrics
+text the test sets, or 503 while `down`): the sidecar of a StatefulSet
 pod `helios/engine-0` as the shipped PodMonitor labels it (instance `<namespace>/<pod>`), and
 kube-state-metrics' view of that pod (running, not ready).
 """
@@ -29,8 +30,8 @@ import pytest
 import yaml
 
 from tests.e2e.procs import ROOT, Stack
-from tests.e2e.scripted import Exposition
 from tests.process_guard import process_fixture
+from tools.harness import StubEngine
 from tools.webhook import WebhookReceiver
 
 pytestmark = pytest.mark.e2e
@@ -126,13 +127,14 @@ POD_READY = POD_NOT_READY.replace('condition="true"} 0', 'condition="true"} 1')
 
 @dataclass
 class Chain:
-    sidecar: Exposition
-    ksm: Exposition
+    sidecar: StubEngine
+    ksm: StubEngine
     hook: WebhookReceiver
     alertmanager: str
+    start: float  # the scripted window's start
 
 
-def _scrape_configs(sidecar: Exposition, ksm: Exposition) -> str:
+def _scrape_configs(sidecar: StubEngine, ksm: StubEngine) -> str:
     return (
         "scrape_configs:\n"
         f"  - job_name: {JOB}\n"
@@ -151,17 +153,17 @@ def chain(tmp_path: Path) -> Iterator[Chain]:
     stack = Stack(tmp_path)
     templates = tmp_path / "templates"
     templates.mkdir()
-    with Exposition() as sidecar, Exposition() as ksm, WebhookReceiver() as hook:
+    with StubEngine() as sidecar, StubEngine() as ksm, WebhookReceiver() as hook:
         try:
             _, am = stack.alertmanager(kps_test_config(hook.port, templates))
-            sidecar.start = time.time()
-            sidecar.text = window_open(sidecar.start)
-            ksm.text = POD_NOT_READY
+            start = time.time()
+            sidecar.metrics = window_open(start)
+            ksm.metrics = POD_NOT_READY
             rules = [ROOT / "alerts" / "helios-alerts.yaml", KPS / "helios-kps.rules.yaml",
                      *compressed_rules(tmp_path)]
             stack.prometheus([], rule_files=rules, alertmanager=am.removeprefix("http://"),
                              scrape_configs=_scrape_configs(sidecar, ksm))
-            yield Chain(sidecar, ksm, hook, am)
+            yield Chain(sidecar, ksm, hook, am, start)
         finally:
             stack.stop_all()
 
@@ -217,9 +219,9 @@ def test_under_kps_defaults_the_outage_is_held_back_and_the_resolve_carries_its_
 
     # The sidecar is back: the window closed late, every check passing.
     end = time.time()
-    chain.sidecar.text = window_closed_late(chain.sidecar.start, end)
+    chain.sidecar.metrics = window_closed_late(chain.start, end)
     chain.sidecar.down = False
-    chain.ksm.text = POD_READY
+    chain.ksm.metrics = POD_READY
     resolved = hook.wait_for(
         lambda: hook.deliveries("HeliosRestoreBoundBreached", status="resolved"), 30,
         "the breach resolved")[0]
@@ -244,7 +246,7 @@ def test_under_kps_defaults_the_outage_is_held_back_and_the_resolve_carries_its_
 
     # Control: with no window open, the same outage reaches kps's receiver at once.
     chain.sidecar.down = True
-    chain.ksm.text = POD_NOT_READY
+    chain.ksm.metrics = POD_NOT_READY
     for name in ("TargetDown", "KubePodNotReady"):
         hook.wait_for(lambda n=name: hook.deliveries(n, status="firing", receiver="null"), 30,
                       f"{name} delivered without a window")

@@ -5,10 +5,7 @@ schema 1 snapshot none of them, and a broken v3 section is left out and counted.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import httpx
 import pytest
@@ -17,46 +14,17 @@ from tests.conftest import FIXTURES, ROOT
 from tests.e2e.procs import Stack, wait_for
 from tests.exporter.snapshot.test_v3_read import V3_FAMILIES, V3_SERIES
 from tests.helpers import promtool_check_metrics
+from tools.harness import StubEngine
 
 V3 = json.loads((FIXTURES / "snapshots" / "contract_example_v3.json").read_text())
 GOLDEN = (ROOT / "tests" / "golden" / "contract_example_v3.prom").read_text()
 
 
-class Engine:
-    """Serves `snapshot` at /debug/offload/snapshot and an empty /metrics."""
-
-    def __init__(self) -> None:
-        self.snapshot: dict[str, Any] = V3
-        engine = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = (json.dumps(engine.snapshot).encode()
-                        if self.path == "/debug/offload/snapshot" else b"")
-                self.send_response(200 if self.path in ("/debug/offload/snapshot", "/metrics")
-                                   else 404)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-
 @pytest.fixture
-def engine() -> Iterator[Engine]:
-    e = Engine()
-    thread = threading.Thread(target=e.server.serve_forever, daemon=True)
-    thread.start()
-    try:
+def engine() -> Iterator[StubEngine]:
+    """Serves `snapshot` (schema 3 first) at /debug/offload/snapshot and an empty /metrics."""
+    with StubEngine(V3) as e:
         yield e
-    finally:
-        e.server.shutdown()
-        e.server.server_close()
 
 
 def v3_lines(text: str) -> list[str]:
@@ -70,7 +38,7 @@ def metrics(url: str) -> str:
 
 
 @pytest.mark.e2e
-def test_schema_3_live(stack: Stack, engine: Engine) -> None:
+def test_schema_3_live(stack: Stack, engine: StubEngine) -> None:
     sidecar, url = stack.sidecar(engine.url, "--poll-interval", "0.3")
     wait_for(lambda: "helios_offload_prompt_tokens_total" in metrics(url), 30, "the v3 series",
              sidecar)

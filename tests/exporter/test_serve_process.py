@@ -10,50 +10,28 @@ import signal
 import socket
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tools.harness import free_port
+from tests.e2e.procs import start_sidecar
+from tools.harness import free_port, serve_args
 
 
 @contextlib.contextmanager
 def _serve(tmp_path: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
     """`serve` against an engine port nobody listens on (every poll fails, the sidecar serves
     regardless), with stdout and stderr in files; stopped with SIGTERM on the way out."""
-    port, engine = free_port(), free_port()
     err, out = tmp_path / "serve.stderr", tmp_path / "serve.stdout"
-    with err.open("wb") as err_f, out.open("wb") as out_f:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "serve", "--engine-url", f"http://127.0.0.1:{engine}",
-             "--listen", f"127.0.0.1:{port}", "--state-dir", str(tmp_path / "state"), "--no-nvml",
-             "--poll-interval", "0.5", *extra],
-            stdout=out_f, stderr=err_f)
+    proc, url = start_sidecar(f"http://127.0.0.1:{free_port()}", out, "--poll-interval", "0.5",
+                              *extra, state_dir=tmp_path / "state", err=err, ready=30)
+    assert proc.popen is not None
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, f"serve exited:\n{err.read_text()}"
-            with contextlib.suppress(OSError, http.client.HTTPException):
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                conn.request("GET", "/readyz")
-                if conn.getresponse().status == 200:
-                    conn.close()
-                    break
-                conn.close()
-            assert time.monotonic() < deadline, f"serve not ready:\n{err.read_text()}"
-            time.sleep(0.1)
-        yield proc, port, err
+        yield proc.popen, int(url.rsplit(":", 1)[1]), err
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        proc.stop(timeout=15)
 
 
 @pytest.mark.e2e
@@ -62,12 +40,8 @@ def test_busy_listen_port_is_a_clear_error_and_exit_1(tmp_path: Path) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        proc = subprocess.run(
-            [sys.executable, "-m", "exporter", "serve", "--engine-url", "http://127.0.0.1:1",
-             "--listen", f"127.0.0.1:{port}", "--state-dir", str(tmp_path), "--no-nvml",
-             "--log-format", "json"],
-            capture_output=True, text=True, timeout=60, check=False,
-        )
+        proc = subprocess.run(serve_args("http://127.0.0.1:1", port, tmp_path),
+                              capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 1
     assert '"event": "listen_failed"' in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.procs import Proc, free_port, http_ok, wait_for
+from tests.e2e.procs import Proc, start_sidecar
 from tests.helpers import promtool_check_metrics
 from tests.hostile.bombs import zeros_gzip
 from tests.hostile.stub import (
@@ -118,17 +117,12 @@ class Sidecar:
         return peak
 
 
-def start_sidecar(engine: HostileEngine, tmp: Path, *extra: str) -> Iterator[Sidecar]:
-    port = free_port()
-    proc = Proc("sidecar", [
-        sys.executable, "-m", "exporter", "serve", "--engine-url", engine.url,
-        "--listen", f"127.0.0.1:{port}", "--state-dir", str(tmp / "state"), "--no-nvml",
-        "--poll-interval", str(POLL_INTERVAL), "--timeout", "1.0", "--log-format", "json", *extra,
-    ], tmp / "sidecar.log").start()
-    url = f"http://127.0.0.1:{port}"
+def running_sidecar(engine: HostileEngine, tmp: Path, *extra: str) -> Iterator[Sidecar]:
+    proc, url = start_sidecar(engine.url, tmp / "sidecar.log", "--poll-interval",
+                              str(POLL_INTERVAL), "--timeout", "1.0", *extra,
+                              state_dir=tmp / "state", ready=30)
     client = httpx.Client(timeout=10.0)
     try:
-        wait_for(lambda: http_ok(url + "/readyz"), 30, "sidecar ready", proc)
         yield Sidecar(proc, url, client)
     finally:
         client.close()
@@ -198,7 +192,7 @@ def engine() -> Iterator[HostileEngine]:
 @process_fixture(scope="module")
 def sidecar(engine: HostileEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sidecar]:
     # --down-grace: a failing snapshot must not open a restore window here.
-    yield from start_sidecar(engine, tmp_path_factory.mktemp("bounded"), "--down-grace", "3600")
+    yield from running_sidecar(engine, tmp_path_factory.mktemp("bounded"), "--down-grace", "3600")
 
 
 @pytest.mark.e2e
@@ -269,7 +263,7 @@ def _preflight_details(log: Path) -> list[str]:
 @process_fixture(scope="module")
 def verifying(engine: HostileEngine, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[Sidecar]:
-    yield from start_sidecar(
+    yield from running_sidecar(
         engine, tmp_path_factory.mktemp("preflight"), "--down-grace", "0.5",
         "--preflight-direct-url", engine.url + "/v1/completions", "--preflight-timeout", "1.0")
 

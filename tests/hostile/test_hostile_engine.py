@@ -10,7 +10,6 @@ One sidecar serves every case: starting a process per case would cost a minute a
 from __future__ import annotations
 
 import re
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from exporter.labels import (
     SOURCES,
 )
 from exporter.sources.engine_metrics import DEFAULT_ALLOW
-from tests.e2e.procs import Proc, free_port, http_ok, wait_for
+from tests.e2e.procs import Proc, start_sidecar
 from tests.helpers import promtool_check_metrics
 from tests.hostile.cases import CASES, MARK
 from tests.hostile.stub import SANE, SANE_GENERATION, Case, HostileEngine, running_engine
@@ -115,17 +114,11 @@ def engine() -> Iterator[HostileEngine]:
 @process_fixture(scope="module")
 def sidecar(engine: HostileEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sidecar]:
     tmp = tmp_path_factory.mktemp("hostile")
-    port = free_port()
-    proc = Proc("sidecar", [
-        sys.executable, "-m", "exporter", "serve", "--engine-url", engine.url,
-        "--listen", f"127.0.0.1:{port}", "--state-dir", str(tmp / "state"), "--no-nvml",
-        "--poll-interval", str(POLL_INTERVAL), "--timeout", str(TIMEOUT), "--down-grace", "3600",
-        "--log-format", "json",
-    ], tmp / "sidecar.log").start()
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_sidecar(engine.url, tmp / "sidecar.log", "--poll-interval",
+                              str(POLL_INTERVAL), "--timeout", str(TIMEOUT), "--down-grace", "3600",
+                              state_dir=tmp / "state", ready=30)
     client = httpx.Client(timeout=10.0)
     try:
-        wait_for(lambda: http_ok(url + "/readyz"), 30, "sidecar ready", proc)
         yield Sidecar(proc, url, client)
     finally:
         client.close()

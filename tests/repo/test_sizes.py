@@ -1,15 +1,24 @@
-"""No module over 400 lines (small modules with one job; issue 34): every .py of the repository,
-the packages, bench/, tools/ and tests alike, hidden folders (.venv, .git) left out.
+"""Modules over 400 lines are named, not failed: a module is split by job, and its size is a
+hint that it may hold more than one (every .py of the repository, the packages, bench/, tools/
+and tests alike, hidden folders (.venv, .git) left out). Each one is a `SizeWarning` in pytest's
+warnings summary.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import ROOT
 
 LIMIT = 400
+
+
+class SizeWarning(UserWarning):
+    """A module over LIMIT lines: look whether it holds more than one job."""
 
 
 def line_counts(root: Path) -> dict[str, int]:
@@ -25,22 +34,29 @@ def line_counts(root: Path) -> dict[str, int]:
 
 def size_problems(counts: Mapping[str, int]) -> list[str]:
     """Each file over LIMIT lines, named with its count."""
-    return [f"{name}: {lines} lines, more than {LIMIT}: split it by job"
+    return [f"{name}: {lines} lines, more than {LIMIT}: does it hold more than one job?"
             for name, lines in sorted(counts.items()) if lines > LIMIT]
 
 
-def test_no_module_over_400_lines() -> None:
+def warn_sizes(counts: Mapping[str, int]) -> list[str]:
+    """A SizeWarning naming each file over LIMIT lines; the problems warned of."""
+    problems = size_problems(counts)
+    for problem in problems:
+        warnings.warn(problem, SizeWarning, stacklevel=2)
+    return problems
+
+
+def test_modules_over_400_lines_are_named() -> None:
     counts = line_counts(ROOT)
-    assert "exporter/snapshot/parse.py" in counts and "bench/report.py" in counts
+    assert "exporter/__init__.py" in counts and "tools/harness.py" in counts
     assert "tests/repo/test_sizes.py" in counts
     assert not any(name.startswith(".venv/") for name in counts)
-    problems = size_problems(counts)
-    assert problems == [], "\n".join(problems)
+    warn_sizes(counts)
 
 
 def test_the_size_check_names_what_is_wrong(tmp_path: Path) -> None:
-    """The check can fail: a file over the limit is named, one at it is not; hidden folders are
-    not read."""
+    """The check can warn: a file over the limit is named, one at it is not; hidden folders are
+    not read; a large file warns and fails nothing."""
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "big.py").write_text("x = 1\n" * 401)
     (tmp_path / "pkg" / "fine.py").write_text("x = 1\n" * 400)
@@ -48,4 +64,7 @@ def test_the_size_check_names_what_is_wrong(tmp_path: Path) -> None:
     (tmp_path / ".venv" / "site.py").write_text("x = 1\n" * 900)
     counts = line_counts(tmp_path)
     assert counts == {"pkg/big.py": 401, "pkg/fine.py": 400}
-    assert size_problems(counts) == ["pkg/big.py: 401 lines, more than 400: split it by job"]
+    with pytest.warns(SizeWarning) as warned:
+        problems = warn_sizes(counts)
+    assert problems == ["pkg/big.py: 401 lines, more than 400: does it hold more than one job?"]
+    assert [str(w.message) for w in warned] == problems

@@ -116,6 +116,29 @@ def test_a_collector_whose_output_cannot_be_rendered(tmp_path: Path) -> None:
     assert "process_odd" not in fams
 
 
+@pytest.mark.parametrize("faulty", [None, "process", "platform"])
+def test_status_learns_collector_health_without_rendering_metrics(tmp_path: Path,
+                                                                  faulty: str | None) -> None:
+    """/status says what /metrics says of each collector (one that raises, one whose output
+    cannot be rendered), and renders no /metrics body to learn it."""
+    broken = {} if faulty is None else {faulty: Flaky() if faulty == "process" else Unrenderable()}
+    if faulty == "process":
+        broken["process"].broken = RuntimeError("no /proc for you")
+    sidecar = _sidecar(tmp_path, **broken)
+    asyncio.run(sidecar.loop.cycle())
+    before = sidecar.status()["collectors"]
+    renders = sidecar.cache.renders
+    fams = families(sidecar.cache.render(False))
+    after = sidecar.status()["collectors"]
+    asyncio.run(sidecar.client.aclose())
+    sidecar.close()
+    assert renders == 0
+    assert before == after
+    assert {c["collector"]: float(c["ok"]) for c in before} == {
+        s.labels["collector"]: s.value for s in fams["helios_exporter_collector_success"].samples}
+    assert [c["collector"] for c in before if not c["ok"]] == ([] if faulty is None else [faulty])
+
+
 def test_collector_durations_are_measured_per_collector(tmp_path: Path) -> None:
     ticks = iter(range(1000))
     sidecar = _sidecar(tmp_path, timer=lambda: float(next(ticks)))

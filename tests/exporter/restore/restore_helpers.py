@@ -7,6 +7,7 @@ from typing import Any
 from exporter.restore.window import Bounds, Event, Input, Poll, Preflight, RestoreState, step
 from exporter.snapshot.model import Snapshot
 from exporter.snapshot.parse import snapshot_from_obj
+from tools.harness import StubEngine
 
 BOUNDS = Bounds(request_cutoff=100.0, restore_bound=200.0, down_grace=10.0)
 PREFLIGHT_BOUNDS = Bounds(request_cutoff=100.0, restore_bound=200.0, down_grace=10.0,
@@ -79,23 +80,12 @@ def restart(state: RestoreState) -> RestoreState:
 
 # -- a sidecar against a mock engine ---------------------------------------------------------------
 
-class MockEngine:
-    """An httpx.MockTransport handler: serves `snapshot` (None: connection refused)."""
+class MockEngine(StubEngine):
+    """The harness's stub engine with a minimal snapshot (`snapshot_obj()`) and an empty
+    /metrics; `down` refuses connections."""
 
     def __init__(self, snapshot: dict[str, Any] | None = None) -> None:
-        self.snapshot = snapshot if snapshot is not None else snapshot_obj()
-        self.down = False
-
-    def __call__(self, request: Any) -> Any:
-        import httpx
-
-        if self.down:
-            raise httpx.ConnectError("connection refused", request=request)
-        if request.url.path == "/debug/offload/snapshot":
-            return httpx.Response(200, json=self.snapshot)
-        if request.url.path == "/metrics":
-            return httpx.Response(200, text="# EOF\n")
-        return httpx.Response(404)
+        super().__init__(snapshot if snapshot is not None else snapshot_obj(), metrics="# EOF\n")
 
 
 def snapshot_obj(generation: str = "g1", admission: str = "open", inflight: int = 0,

@@ -1,30 +1,17 @@
-"""Helpers of the fault tests: start a sidecar process, read its /status and /metrics."""
+"""Helpers of the fault tests: how their sidecars poll, reading its /status and /metrics."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.e2e.procs import Proc, free_port
 from tests.helpers import promtool_check_metrics
 from tools.harness import families
 
-FAST = ("--poll-interval", "0.2", "--timeout", "0.5", "--no-nvml", "--log-format", "json")
-
-
-def sidecar_args(engine_url: str, port: int, state_dir: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "exporter", "serve", "--engine-url", engine_url,
-            "--listen", f"127.0.0.1:{port}", "--state-dir", str(state_dir), *FAST, *extra]
-
-
-def start_sidecar(engine_url: str, state_dir: Path, log: Path, *extra: str,
-                  port: int | None = None) -> tuple[Proc, str]:
-    port = port or free_port()
-    proc = Proc("sidecar", sidecar_args(engine_url, port, state_dir, *extra), log).start()
-    return proc, f"http://127.0.0.1:{port}"
+# The fault tests' polling, on top of what every sidecar the harness starts gets
+# (tools/harness.py serve_args: no NVML, JSON logs).
+FAST = ("--poll-interval", "0.2", "--timeout", "0.5")
 
 
 def status(url: str) -> dict[str, Any]:

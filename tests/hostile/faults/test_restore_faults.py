@@ -27,8 +27,8 @@ import pytest
 from exporter.restore.store import STATE_FILE, StateStore
 from exporter.restore.window import Bounds, Event, Poll, RestoreState, restarted, step
 from exporter.snapshot.parse import snapshot_from_obj
-from tests.e2e.procs import Proc, free_port, http_ok, wait_for
-from tests.hostile.faults.faultlib import sidecar_args, start_sidecar, status
+from tests.e2e.procs import Proc, start_sidecar, wait_for
+from tests.hostile.faults.faultlib import FAST, status
 from tests.hostile.stub import Case, HostileEngine, hang_up, json_body, running_engine, sane_snapshot
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
@@ -125,13 +125,9 @@ def token_file(tmp_path: Path) -> Path:
 
 def sidecar(engine: HostileEngine, state_dir: Path, tmp_path: Path, *extra: str,
             env: dict[str, str] | None = None, name: str = "sidecar") -> tuple[Proc, str]:
-    port = free_port()
-    args = sidecar_args(engine.url, port, state_dir, "--events-token-file",
-                        str(token_file(tmp_path)), "--down-grace", "2", *extra)
-    proc = Proc(name, args, tmp_path / f"{name}.log", env=env or {}).start()
-    url = f"http://127.0.0.1:{port}"
-    wait_for(lambda: http_ok(url + "/readyz"), 30, "sidecar ready", proc)
-    return proc, url
+    return start_sidecar(engine.url, tmp_path / f"{name}.log", *FAST, "--events-token-file",
+                         str(token_file(tmp_path)), "--down-grace", "2", *extra,
+                         state_dir=state_dir, name=name, env=env, ready=30)
 
 
 def post_event(url: str, id_: str, kind: str, token: str = TOKEN) -> httpx.Response:
@@ -210,7 +206,8 @@ def test_a_second_sidecar_on_the_directory_refuses_to_start(
     state_dir, state = seed
     proc, url = sidecar(engine, state_dir, tmp_path)
     try:
-        second, _ = start_sidecar(engine.url, state_dir, tmp_path / "second.log")
+        second, _ = start_sidecar(engine.url, tmp_path / "second.log", *FAST, state_dir=state_dir,
+                                  ready=None)
         rc = second.popen.wait(30) if second.popen else None
         assert rc == 2, second.tail()
         log = second.log.read_text()

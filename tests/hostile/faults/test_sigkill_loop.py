@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from exporter.restore.store import STATE_FILE, StateStore
-from tests.e2e.procs import Proc, Stack, free_port, http_ok, wait_for
-from tests.hostile.faults.faultlib import post, scrape, sidecar_args, status
+from tests.e2e.procs import Proc, Stack, free_port, http_ok, start_sidecar, wait_for
+from tests.hostile.faults.faultlib import FAST, post, scrape, status
 from tools.harness import sample
 
 ITERATIONS = 50
@@ -31,11 +31,11 @@ def test_sigkill_at_random_points_never_moves_the_window(stack: Stack, tmp_path:
     state_dir = tmp_path / "state"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    args = sidecar_args(sim_url, port, state_dir, *SIDECAR)
     log = tmp_path / "sidecar.log"
 
     def spawn() -> Proc:
-        return Proc("sidecar", args, log).start()
+        return start_sidecar(sim_url, log, *FAST, *SIDECAR, port=port, state_dir=state_dir,
+                             ready=None)[0]
 
     def ready(proc: Proc) -> None:
         wait_for(lambda: http_ok(url + "/readyz"), 30, "sidecar ready", proc, interval=0.05)

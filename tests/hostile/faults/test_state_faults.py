@@ -24,8 +24,8 @@ import httpx
 import pytest
 
 from exporter.restore.store import StateStore
-from tests.e2e.procs import ROOT, free_port, http_ok, wait_for
-from tests.hostile.faults.faultlib import scrape, sidecar_args, start_sidecar, status
+from tests.e2e.procs import ROOT, free_port, http_ok, start_sidecar, wait_for
+from tests.hostile.faults.faultlib import FAST, scrape, status
 from tests.hostile.stub import (
     METRICS,
     SANE,
@@ -37,7 +37,7 @@ from tests.hostile.stub import (
     sane_snapshot,
     stall,
 )
-from tools.harness import sample
+from tools.harness import sample, serve_args
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
@@ -81,8 +81,8 @@ def test_state_dir_under_a_file_fails_loudly_and_keeps_serving(
 ) -> None:
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a regular file where the state directory's parent should be\n")
-    proc, url = start_sidecar(engine.url, blocker / "state", tmp_path / "sidecar.log",
-                              "--down-grace", "3600")
+    proc, url = start_sidecar(engine.url, tmp_path / "sidecar.log", *FAST, "--down-grace", "3600",
+                              state_dir=blocker / "state", ready=None)
     try:
         open_window(engine, url, lambda: None)
         wait_for(lambda: "restore_state_write_failed" in proc.log.read_text(), 5, "log line",
@@ -112,7 +112,7 @@ def test_state_file_too_large_for_the_disk_fails_loudly(
                 "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
                 "resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))\n"
                 "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n")
-    args = sidecar_args(engine.url, port, state_dir, "--down-grace", "3600")
+    args = serve_args(engine.url, port, state_dir, *FAST, "--down-grace", "3600")
     popen = subprocess.Popen([sys.executable, "-c", launcher, *args[1:]], cwd=ROOT,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     lines: list[str] = []
@@ -150,8 +150,8 @@ def test_sigterm_during_a_poll_exits_cleanly_with_state_written(
 ) -> None:
     state_dir = tmp_path / "state"
     # A long request timeout: the poll is certainly in flight when SIGTERM arrives.
-    proc, url = start_sidecar(engine.url, state_dir, tmp_path / "sidecar.log",
-                              "--down-grace", "3600", "--timeout", "10")
+    proc, url = start_sidecar(engine.url, tmp_path / "sidecar.log", *FAST, "--down-grace", "3600",
+                              "--timeout", "10", state_dir=state_dir, ready=None)
     try:
         win = open_window(engine, url, lambda: None)
         hang = Case("stall", snapshot=stall(), metrics=stall())

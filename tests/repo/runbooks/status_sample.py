@@ -17,33 +17,20 @@ import httpx
 from exporter.app import build_app
 from exporter.config import Config
 from exporter.sidecar import build
-from tests.helpers import contract_example
+from tests.helpers import StubEngine, contract_example
 
 TOKEN = "runbook-sample-token-0123456789abcdef"
 START = 1_764_389_520.0
 
 
-class _Engine:
-    """The engine as the sidecar sees it: a snapshot (contract-shaped) or connection refused."""
-
-    def __init__(self) -> None:
-        self.snapshot: dict[str, Any] | None = None
-
-    def set(self, generation: str, container: str, admission: str, inflight: int) -> None:
-        snap = copy.deepcopy(contract_example())
-        snap["generation"] = generation
-        snap["identity"]["container_id"] = container
-        snap["admission"] = {"state": admission, "inflight_requests": inflight}
-        self.snapshot = snap
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        if self.snapshot is None:
-            raise httpx.ConnectError("connection refused", request=request)
-        if request.url.path == "/debug/offload/snapshot":
-            return httpx.Response(200, json=self.snapshot)
-        if request.url.path == "/metrics":
-            return httpx.Response(200, text="# EOF\n")
-        return httpx.Response(404)
+def _engine_at(engine: StubEngine, generation: str, container: str, admission: str,
+               inflight: int) -> None:
+    """The engine up with a contract-shaped snapshot of this generation, container, admission."""
+    snap = copy.deepcopy(contract_example())
+    snap["generation"] = generation
+    snap["identity"]["container_id"] = container
+    snap["admission"] = {"state": admission, "inflight_requests": inflight}
+    engine.snapshot, engine.down = snap, False
 
 
 @dataclass(frozen=True)
@@ -56,7 +43,8 @@ class Rendered:
 def render(state_dir: Path) -> Rendered:
     """GET /status of a sidecar driven through the story, as the endpoint serves it, and the
     answer to an accepted event."""
-    engine = _Engine()
+    engine = StubEngine(metrics="# EOF\n")  # down (connection refused) until the story starts
+    engine.down = True
     token_file = state_dir.parent / "events-token"
     token_file.write_text(TOKEN + "\n")
     snap = contract_example()
@@ -84,9 +72,9 @@ def render(state_dir: Path) -> Rendered:
         for at, engine_state in story:
             now[0] = START + at
             if engine_state is None:
-                engine.snapshot = None
+                engine.down = True
             else:
-                engine.set(*engine_state)
+                _engine_at(engine, *engine_state)
             await sidecar.loop.cycle()
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                      base_url="http://sidecar") as client:
