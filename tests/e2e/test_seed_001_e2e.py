@@ -1,4 +1,4 @@
-"""Seed 001's control block, reproduced: `helios-exporter simulate --geometry seed-001
+"""Seed 001's control block, reproduced: `helios-exporter simulate --geometry hybrid-tp2
 --scenario idle` driven by `helios-exporter probe` with the bundled probe-52 corpus, through a
 sidecar (`serve`, one-hour poll interval: only the phase edges' captures see the traffic), all
 real processes on 127.0.0.1. The figures come from the evidence's deltas and, for what stays
@@ -32,8 +32,8 @@ from tools.harness import PYTHON, ROOT, Procs
 
 pytestmark = pytest.mark.e2e
 
-LAYOUT = FIXTURES / "layouts" / "seed-001.json"
-TOKEN = "seed-001-Token-0123456789abcdef"
+LAYOUT = FIXTURES / "layouts" / "hybrid-tp2.json"
+TOKEN = "hybrid-tp2-Token-0123456789abcdef"
 GIB = 1 << 30
 BODIES = 52
 # The seed's figures (seed 001, "Current evidence") and this test's tolerance on each.
@@ -56,10 +56,10 @@ class Seed001:
         self.corpus = work / "probe-52.jsonl"
         with self.corpus.open("w") as f:
             write_corpus("probe-52", f)
-        _, self.engine = procs.simulator("idle", "--geometry", "seed-001", "--time-scale", "1000",
-                                         "--seed", "1", name="engine-seed-001")
+        _, self.engine = procs.simulator("idle", "--geometry", "hybrid-tp2", "--time-scale", "1000",
+                                         "--seed", "1", name="engine-hybrid-tp2")
         _, self.sidecar = procs.sidecar(self.engine, "--events-token-file", str(self.token),
-                                        "--poll-interval", "3600", name="sidecar-seed-001")
+                                        "--poll-interval", "3600", name="sidecar-hybrid-tp2")
 
     def probe(self, name: str, order: str) -> dict[str, Any]:
         out = self.work / name
