@@ -158,7 +158,7 @@ def test_partitions_beside_a_phases_demand(capsys: pytest.CaptureFixture[str],
                                 "622,592", "-104", "+22,159", "-"]
     assert table[4].split()[:2] == ["0.75", "157"] and table[4].split()[6] == "+1"
     assert out.rstrip().endswith("several stores per request are not several useful "
-                                 "endpoints (seed 001).")
+                                 "endpoints.")
     assert "Shown, not chosen: no row fraction is picked here." in out
 
 

@@ -26,7 +26,7 @@ Place = tuple[str | int, ...]
 
 
 def arm(label: str, primary: list[float], **kwargs: Any) -> dict[str, Any]:
-    """The seed's three lanes, small (8, 4 and 4 bodies) to keep the walk quick."""
+    """The allocator plan's three lanes, small (8, 4 and 4 bodies) to keep the walk quick."""
     a = Arm(label, v3=True, **kwargs)
     return (a.lane("probe-52", primary, n=8)
             .lane("small-12", [0.324, 0.322, 0.324], n=4, row_pressure=0)
