@@ -1,4 +1,4 @@
-"""The property behind issue 33: no field a gate reads can be deleted, nulled or perturbed, in
+"""The gates' declared inputs: no field a gate reads can be deleted, nulled or perturbed, in
 either arm, and still leave `compare` saying ADMITTED (exit 0).
 
 The walk is generated from the gates' own declarations (lab.inputs.GATE_INPUTS),
