@@ -1,4 +1,4 @@
-"""No module over 400 lines (small modules with one job): every .py of the repository,
+"""No module over 400 lines (small modules with one job; issue 34): every .py of the repository,
 the packages, bench/, tools/ and tests alike, hidden folders (.venv, .git) left out.
 """
 
