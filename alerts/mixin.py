@@ -318,9 +318,11 @@ def field_file(field: str) -> str:
 
 
 def dashboards_libsonnet(names: Sequence[str]) -> str:
-    items = "".join(f"    {json.dumps(n)}: import {json.dumps(n)},\n" for n in names)
-    return (HEADER + "// Copies of dashboards/*.json (scripts/generate dashboards); thresholds as in\n"
-            "// alerts/config.yaml when they were generated, not read from _config.\n"
+    items = "".join(f"    {json.dumps(n)}: import {json.dumps('../../dashboards/' + n)},\n"
+                    for n in names)
+    return (HEADER + "// The dashboards as committed in the repository's dashboards/ (their one copy, which\n"
+            "// `scripts/generate dashboards` writes): thresholds as in alerts/config.yaml when they\n"
+            "// were generated, not read from _config.\n"
             "{\n  grafanaDashboards+:: {\n" + items + "  },\n}\n")
 
 
@@ -343,7 +345,5 @@ def outputs(config_path: Path = DEFAULT_CONFIG, root: Path = ROOT) -> dict[str, 
     }
     dashboards = sorted((root / "dashboards").glob("*.json"))
     files["dashboards/dashboards.libsonnet"] = dashboards_libsonnet([p.name for p in dashboards])
-    for path in dashboards:
-        files[f"dashboards/{path.name}"] = path.read_text(encoding="utf-8")
     return {str(MIXIN / rel): text for rel, text in files.items()}
 

@@ -61,7 +61,7 @@ STEP_SPAN = Duration("6m", 360)
 # restore memory recorded it) are the same instant when they differ by at most this many
 # seconds. Never `==`: VictoriaMetrics stores a float to about 16 significant digits and vmalert's
 # recorded copy is rounded again, so at today's epoch (1.8e9 s) one start read back as three
-# values up to 0.7 us apart (issue 35). 1 ms is a thousand times that, and no two windows of one
+# values up to 0.7 us apart. 1 ms is a thousand times that, and no two windows of one
 # sidecar start within 1 ms (a window lasts at least one poll). The same in every engine.
 SAME_TIME_TOLERANCE = 0.001
 

@@ -1,7 +1,8 @@
-"""The Set up section of every runbook: how on-call reaches the sidecar, its engine and the
-Alertmanager on each shipped deployment (Kubernetes, Compose, plain Prometheus), one block each,
-all setting the same shell variables, so that every later command of a runbook is the same on all
-three. Written into docs/runbooks/<Alert>.md between markers by alerts/generate.py;
+"""The runbooks' common set-up: how on-call reaches the sidecar, its engine and the Alertmanager
+on each shipped deployment (Kubernetes, Compose, plain Prometheus), one block each, all setting
+the same shell variables, so that every command of a runbook is the same on all of them. Written
+once, into docs/runbooks/README.md between markers, by alerts/generate.py; each runbook's Set up
+section is the short paragraph that links to it (between the same markers).
 tests/repo/runbooks/test_runbooks.py holds each block against the deployment's manifests.
 """
 
@@ -14,14 +15,22 @@ from alerts.config import ConfigError
 from exporter.defaults import LISTEN_PORT
 
 RUNBOOK_DIR = Path("docs/runbooks")
+SETUP_PAGE = RUNBOOK_DIR / "README.md"  # the common set-up every runbook links to
 BEGIN = "<!-- BEGIN GENERATED: setup (alerts/runbook_setup.py) -->"
 END = "<!-- END GENERATED: setup -->"
+
+# Each runbook's Set up section: a link to the common page.
+_LINK = """\
+Once per shell, run the block of your deployment from the [runbooks' set-up](README.md#set-up),
+with `instance` and `cluster` copied from the page: it sets `INSTANCE`, `CLUSTER`, `SIDECAR`,
+`ENGINE`, `AM_URL` and `TOKEN`, which every command below uses, and shows where to see the
+sidecar's status. The queries below take the same two values for `<instance>` and `<cluster>`."""
 
 _SECTION = """\
 Once per shell, the block of your deployment. Copy `instance` and `cluster` from the page: its
 title names the target as `helios-exporter/<instance>`, followed by `in cluster <cluster>` where
 there is one (the values below are the shipped examples'; leave `CLUSTER=` empty when the page
-names none). The queries further down take the same two values for `<instance>` and `<cluster>`.
+names none). A runbook's queries take the same two values for `<instance>` and `<cluster>`.
 
 ```sh
 # Kubernetes (deploy/kubernetes; the PodMonitor makes instance <namespace>/<name>)
@@ -81,7 +90,7 @@ the Service the Prometheus Operator gives every Alertmanager (use yours if it di
 forward ends with its pod: after the pod was replaced, run the block again. With TLS and basic
 auth (the sidecar's `--web-config-file`), every later `curl` reads the CA and the user from
 `$CURL_HOME/.curlrc` and `helios-exporter status` its `--ca-file`, `--user` and
-`--password-file` from the `HELIOS_EXPORTER_*` variables, so the commands below stay the same;
+`--password-file` from the `HELIOS_EXPORTER_*` variables, so a runbook's commands stay the same;
 the events API keeps its bearer token. The block uses Prometheus's scrape user (a password with
 `"` or `\\` needs them escaped with `\\` in `.curlrc`); a user of your own in the web
 configuration works the same way. A plain deployment with TLS: put the same two
@@ -106,21 +115,30 @@ kubectl -n "$NS" exec -it "$POD" -c helios-exporter -- \\
 
 
 def setup_section() -> str:
+    """The common page's section: every deployment's block."""
     return _SECTION.replace("{port}", str(LISTEN_PORT))
 
 
-def render_runbook(name: str, current: str) -> str:
-    """`current` with its Set up section between the markers replaced."""
+def _splice(rel: Path, current: str, body: str) -> str:
+    """`current` with the lines between the setup markers replaced by `body`."""
     pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
     if not pattern.search(current):
-        raise ConfigError(f"{RUNBOOK_DIR / name}.md: marker {BEGIN!r} ... {END!r} not found")
-    replacement = f"{BEGIN}\n{setup_section()}\n{END}"
+        raise ConfigError(f"{rel}: marker {BEGIN!r} ... {END!r} not found")
+    replacement = f"{BEGIN}\n{body}\n{END}"
     return pattern.sub(lambda _match: replacement, current)
 
 
+def render_runbook(name: str, current: str) -> str:
+    """`current` with its Set up section (the link to the common page) between the markers."""
+    return _splice(RUNBOOK_DIR / f"{name}.md", current, _LINK)
+
+
 def runbook_outputs(names: list[str], root: Path) -> dict[Path, str]:
-    """Every runbook of `names` with its Set up section current."""
-    out = {}
+    """The common set-up page and every runbook of `names`, their Set up sections current."""
+    if not (root / SETUP_PAGE).exists():
+        raise ConfigError(f"{SETUP_PAGE}: missing (the set-up every runbook links to)")
+    out = {SETUP_PAGE: _splice(SETUP_PAGE, (root / SETUP_PAGE).read_text(encoding="utf-8"),
+                               setup_section())}
     for name in names:
         path = RUNBOOK_DIR / f"{name}.md"
         if not (root / path).exists():

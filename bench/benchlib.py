@@ -179,3 +179,20 @@ def write_json(path: Path | None, data: dict[str, Any]) -> None:
         print(text)
     else:
         path.write_text(text)
+
+
+def with_folders_named(value: Any, folders: dict[Path, str]) -> Any:
+    """`value` (a result: dicts, lists, strings) with each folder of `folders` written as its
+    name there (`/tmp/helios-bench-x1y2/soak` -> `WORKDIR/soak`): a recorded command or path then
+    says what the folder is, not where one machine's temporary directory happened to be."""
+    if isinstance(value, dict):
+        return {k: with_folders_named(v, folders) for k, v in value.items()}
+    if isinstance(value, list):
+        return [with_folders_named(v, folders) for v in value]
+    if isinstance(value, str):
+        for folder, name in sorted(folders.items(), key=lambda item: -len(str(item[0].resolve()))):
+            value = value.replace(str(folder.resolve()), name)
+            if folder.is_absolute():  # a relative one ("run") would match inside other words
+                value = value.replace(str(folder), name)
+        return value
+    return value

@@ -114,7 +114,7 @@ def observer_cost(rec: dict[str, Any], goals: list[tuple[str, str, str, bool | N
     else:
         lines += ["", "On vs off: the on arm's mean over the off arm's, minus 1, and its 95 % "
                   "interval from the repetitions (Welch t on the log ratio).", "",
-                  "**Measured before observer-cost verified its switch** (issue 33): nothing "
+                  "**Measured before observer-cost verified its switch**: nothing "
                   "showed that the polling sidecar polled during an on repetition, and at C4 a "
                   "repetition (about 4 s) was shorter than the 5 s between polls, so an on "
                   "repetition there held one poll at most, possibly none. The current command "

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report
-from benchlib import PYTHON, ROOT, host_cpu_busy, loadavg, machine
+from benchlib import PYTHON, ROOT, host_cpu_busy, loadavg, machine, with_folders_named
 
 BENCH = ROOT / "bench"
 SECTIONS = ("scrape_load", "ingest", "poll_cost", "soak", "alert_latency", "nvml_poll",
@@ -225,6 +225,8 @@ def main() -> int:
     results["wall_s"] = time.monotonic() - t0
     results["machine_busy_share"] = (busy1 - busy0) / (total1 - total0) if total1 > total0 else None
     results["loadavg_at_end"] = loadavg()
+    # Recorded with the folder's name, WORKDIR (--workdir), not this machine's temporary path.
+    results = with_folders_named(results, {work: "WORKDIR"})
     (work / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report.render(results))

@@ -173,7 +173,7 @@ def build(settings: Settings) -> db.Dashboard:
         f"Row-pressure attempts per second made while at least {pct} of pages were free, against "
         f"all row-pressure attempts. When the two lines coincide every row eviction happened "
         f"with idle pages: the counter evidence an allocator arm needs before it is compared "
-        f"(seed 000); it does not say which row fraction to try (helios-exporter geometry "
+        f"(the allocator plan); it does not say which row fraction to try (helios-exporter geometry "
         f"--partitions shows the options beside the measured demand).",
         units.OpsPerSecond,
         q(_rate_total("helios_offload_row_pressure_with_page_headroom_total"),

@@ -4,8 +4,9 @@ writes.
 - deploy/kubernetes/prometheusrule.yaml: one PrometheusRule carrying every group of every
   Prometheus rule file in alerts/ (a *.yaml file with a top-level `groups` key, i.e.
   helios-alerts.yaml and helios-recording.yaml, not config.yaml), in file-name order, unchanged.
-- deploy/kubernetes/dashboards-configmap.yaml: one ConfigMap with every dashboards/*.json, byte
-  for byte, labelled `grafana_dashboard: "1"` for the Grafana dashboard sidecar.
+- dashboards/kustomization.yaml: a kustomize configMapGenerator making one ConfigMap of every
+  dashboards/*.json, byte for byte, labelled `grafana_dashboard: "1"` for the Grafana dashboard
+  sidecar; deploy/kubernetes lists the folder as a resource, so the JSON is committed once.
 - deploy/kube-prometheus-stack/: values.yaml, alertmanagerconfig.yaml and the rule the kps
   inhibitions need (deploy/kps.py), from alerts/config.yaml and alerts/alertmanager.py.
 
@@ -25,7 +26,8 @@ from alerts.generate import load_config
 from deploy import kps
 
 RULE_OUTPUT = "deploy/kubernetes/prometheusrule.yaml"
-DASHBOARD_OUTPUT = "deploy/kubernetes/dashboards-configmap.yaml"
+DASHBOARD_OUTPUT = "dashboards/kustomization.yaml"
+DASHBOARDS_CONFIGMAP = "helios-exporter-dashboards"
 # A ConfigMap holds at most 1 MiB (etcd object limit), keys and metadata included.
 CONFIGMAP_LIMIT = 1024 * 1024
 
@@ -78,27 +80,38 @@ def prometheus_rule(root: Path) -> dict[str, Any]:
     }
 
 
-def dashboards_configmap(root: Path) -> dict[str, Any]:
-    data = {
-        path.name: path.read_text(encoding="utf-8")
-        for path in sorted((root / "dashboards").glob("*.json"))
-    }
-    size = sum(len(k.encode()) + len(v.encode()) for k, v in data.items())
+def dashboards_kustomization(root: Path) -> dict[str, Any]:
+    """The kustomization that makes the dashboards' ConfigMap from dashboards/*.json in place."""
+    files = sorted((root / "dashboards").glob("*.json"))
+    size = sum(len(p.name.encode()) + len(p.read_bytes()) for p in files)
     if size > CONFIGMAP_LIMIT - 16 * 1024:
         raise GenerateError(
             f"dashboards total {size} bytes; a ConfigMap holds at most 1 MiB: split the ConfigMap"
         )
     return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": "helios-exporter-dashboards",
-            "labels": {**COMMON_LABELS, "grafana_dashboard": "1"},
-            # Folder for the Grafana chart's dashboard sidecar (`folderAnnotation: grafana_folder`).
-            "annotations": {"grafana_folder": "Helios"},
-        },
-        "data": data,
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "configMapGenerator": [{
+            "name": DASHBOARDS_CONFIGMAP,
+            "files": [p.name for p in files],
+            "options": {
+                # A fixed name: the Grafana dashboard sidecar finds it by label, and a rename
+                # would leave the old ConfigMap behind on every change.
+                "disableNameSuffixHash": True,
+                "labels": {**COMMON_LABELS, "grafana_dashboard": "1"},
+                # Folder for the Grafana chart's dashboard sidecar (`folderAnnotation: grafana_folder`).
+                "annotations": {"grafana_folder": "Helios"},
+            },
+        }],
     }
+
+
+DASHBOARDS_NOTE = (
+    "# The one committed copy of the dashboards' JSON is this folder's helios-*.json (written by\n"
+    "# `scripts/generate dashboards`): Grafana provisioning (deploy/compose), this ConfigMap\n"
+    "# (deploy/kubernetes lists the folder) and the mixin (mixin/dashboards) all read it without\n"
+    "# running the generator, so it stays committed, and nothing else holds a copy.\n"
+)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -127,7 +140,8 @@ def outputs(root: Path) -> dict[str, str]:
     kps_sources = "alerts/config.yaml and alerts/alertmanager.py (deploy/kps.py)"
     return {
         RULE_OUTPUT: _dump(_header(sources), prometheus_rule(root)),
-        DASHBOARD_OUTPUT: _dump(_header("dashboards/*.json"), dashboards_configmap(root)),
+        DASHBOARD_OUTPUT: _dump(_header("dashboards/*.json") + DASHBOARDS_NOTE,
+                                dashboards_kustomization(root)),
         kps.VALUES: _dump(_header(f"{kps_sources}, {kps.KPS_DEFAULT} and {kps.TEMPLATE}")
                           + kps.VALUES_NOTE, kps.values(config, root)),
         kps.AMC: _dump(_header(kps_sources) + kps.AMC_NOTE, kps.alertmanager_config(config)),

@@ -36,7 +36,7 @@ PREFLIGHT_TIMEOUT: Final = 10.0
 # while at least this fraction of it is free.
 PAGE_HEADROOM_RATIO: Final = 0.25
 
-# `helios-exporter geometry`: the host budget the seeds' engine carves (32 GiB) and the share
+# `helios-exporter geometry`: the host budget the pinned engine carves (32 GiB) and the share
 # `offload/slab.rs::Pool::sized_counts` gives rows today (a quarter).
 GEOMETRY_BUDGET_BYTES: Final = 32 << 30
 GEOMETRY_ROW_FRACTION: Final = "0.25"

@@ -1,9 +1,9 @@
 """The host offload records a pinned model layout implies, and the slabs a budget gives them.
 
-Seed 000 step 1: derive exact `page_record_bytes` and `row_record_bytes` from the pinned
-model layout, never from a generic model size. A layout file (JSON, docs/interface.md section 9)
-names the attention and recurrent shapes, the tensor-parallel degree and the engine's limits.
-Per rank, a KV page record holds
+The allocator plan's first step (docs/experiments.md): derive exact `page_record_bytes` and
+`row_record_bytes` from the pinned model layout, never from a generic model size. A layout file
+(JSON, docs/interface.md section 9) names the attention and recurrent shapes, the tensor-parallel
+degree and the engine's limits. Per rank, a KV page record holds
 
     block_tokens x attention.layers x 2 x kv_heads/tp x head_dim x kv_bytes
 

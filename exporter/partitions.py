@@ -1,7 +1,7 @@
 """Row/page partitions of one budget, beside the checkpoint demand a phase measured: shown, not
 chosen.
 
-Seed 000 step 2 asks for one explicit partition at the same total budget, "selected
+The allocator plan (docs/experiments.md) asks for one explicit partition at the same total budget, "selected
 from measured checkpoint demand and exact record costs", and "no automatic choice based solely
 on this one corpus". So this module lists partitions and what one phase's evidence measured
 against each, and never ranks them: the engineer picks, and says why.
@@ -13,7 +13,8 @@ A phase's demand, from the captures at its edges (evidence.json, `phases[]`):
   begin plus `retired_leaves.page` grown meanwhile (pages freed by retiring leaves).
 
 One phase of one corpus: a corpus that stores three checkpoints per request does not show three
-independently useful endpoints per request (seed 001), so the demand is a figure to read, not
+independently useful endpoints per request (the control runs'
+plan), so the demand is a figure to read, not
 a target to size for.
 """
 

@@ -163,10 +163,10 @@ def _text(layout: lay.Layout, recs: lay.Records, part: lay.Partition) -> str:
 
 
 # -- partitions -----------------------------------------------------------------------------------
-CAVEAT = ("Shown, not chosen: no row fraction is picked here. Seed 000 step 2 asks for one "
+CAVEAT = ("Shown, not chosen: no row fraction is picked here. The allocator plan asks for one "
           "explicit partition, selected by an engineer from measured checkpoint demand and exact "
           "record costs, and no automatic choice based solely on one corpus; several stores per "
-          "request are not several useful endpoints (seed 001).")
+          "request are not several useful endpoints.")
 
 
 def _partitions_doc(layout: lay.Layout, recs: lay.Records, budget: int, rows: Sequence[parts.Row],

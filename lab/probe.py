@@ -1,6 +1,6 @@
 """The cache-order probe and the arms' repetitions: a corpus sent pass by pass, each pass a phase.
 
-The seeds' rules, kept here:
+The cache-order probe's rules (docs/experiments.md section 3), kept here:
 
 - every body fixes its output length (`max_tokens` with `min_tokens` equal to it, or
   `ignore_eos`), and is sent byte for byte as the corpus holds it;

@@ -25,7 +25,7 @@ from simulator.engine import SimulatedEngine
 from simulator.latency import LatencyModel
 from simulator.outage import OutageOptions
 from simulator.runner import DEFAULT_RATES, ENGINE_DEFAULTS, OUTAGE_DEFAULTS, SCENARIOS, build_scenario
-from simulator.slabs import DEFAULT_GEOMETRY, GEOMETRIES
+from simulator.slabs import DEFAULT_GEOMETRY, GEOMETRIES, geometry_name
 
 log = structlog.get_logger("simulator.cli")
 
@@ -51,7 +51,7 @@ OPTIONS = (
            default_text="random"),
     Option("--rate", "float", None, "background requests per second", metavar="REQ_PER_S",
            default_text=", ".join(f"{k} {v:g}" for k, v in DEFAULT_RATES.items())),
-    Option("--geometry", "str", DEFAULT_GEOMETRY, "the tier the options below start from: "
+    Option("--geometry", geometry_name, DEFAULT_GEOMETRY, "the tier the options below start from: "
            + "; ".join(f"{name}: {g.summary}" for name, g in GEOMETRIES.items()),
            choices=tuple(GEOMETRIES), group=TIER),
     Option("--budget-bytes", "int", None, "host offload budget in bytes", above=0,
@@ -65,7 +65,7 @@ OPTIONS = (
     Option("--tokens-per-page", "int", EngineConfig.tokens_per_page,
            "tokens in one KV page, i.e. one index block", above=0, group=TIER),
     Option("--stores-per-request", "int", None, "checkpoints stored per request, spread over the "
-           "prompt's blocks", low=1, metavar="N", default_text="the geometry's, 3 for seed-001; with "
+           "prompt's blocks", low=1, metavar="N", default_text="the geometry's, 3 for hybrid-tp2; with "
            "generic the scenario's: 3, or 12 for reverse-replay, idle and demo, 1 for inert",
            group=TIER),
     Option("--row-checkpoint-interval-tokens", "int", None, "row checkpoints only at multiples "

@@ -1,4 +1,4 @@
-"""The seeds' lanes as corpora: JSONL files of completion request bodies, generated exactly.
+"""The experiments' lanes as corpora: JSONL files of completion request bodies, generated exactly.
 
 Every body is an OpenAI-style completion request a real engine accepts as is::
 
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 # Every prompt starts with the same short chat template (Qwen's ids for "<|im_start|>system\nYou
-# are a helpful assistant."), which the engine's GPU-resident cache always reuses: the seeds'
-# "9 prompt tokens/request".
+# are a helpful assistant."), which the engine's GPU-resident cache always reuses: the control
+# runs' 9 prompt tokens a request (docs/experiments.md).
 TEMPLATE: tuple[int, ...] = (151644, 8948, 198, 2610, 525, 264, 10950, 17847, 13)
 VOCAB = 150_000
 # Ids below this are left to special and very common tokens.
@@ -85,7 +85,7 @@ LANES: dict[str, Lane] = {
              "a small working set that fits the rows: replays hit"),
         Lane("long-context", 16, 49_216, 32,
              "page-heavy long context: few rows, half the page slab"),
-        # Seed 001 section 2's retained fixture: decode-heavy (64 output tokens, 0.64 s of a
+        # The observer-cost protocol's retained fixture: decode-heavy (64 output tokens, 0.64 s of a
         # simulated request's 0.65 s), so that an observer's cost per generated token shows.
         Lane("fixture-1024", 16, 1024, 64,
              "observer cost: 1024-token prompts, exactly 64 output tokens"),

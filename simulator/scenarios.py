@@ -117,7 +117,7 @@ def replay_order(pass_number: int, cycle: tuple[str, ...] = ("reverse", "forward
 
 @dataclass
 class ReverseReplayScenario:
-    """The seeds' cache-order probe as background traffic: prime the bodies of ``corpus`` (the
+    """The cache-order probe as background traffic: prime the bodies of ``corpus`` (the
     bodies ``python -m simulator corpus`` writes) in forward order, replay them in reverse, and
     repeat (forward again, reverse again ...) at a constant ``rate``. The demo scenario replays
     forward first (``cycle``), and keeps ``pass_gap`` seconds of quiet after each pass so that

@@ -71,10 +71,10 @@ class NamedGeometry:
     summary: str
 
 
-# seed-001's row record: what tests/fixtures/layouts/seed-001.json derives (exporter/layout.py;
+# hybrid-tp2's row record: what tests/fixtures/layouts/hybrid-tp2.json derives (exporter/layout.py;
 # tests/simulator/test_sim_geometry.py ties the two). 52 of them fill a quarter of 32 GiB, as the
-# 52 resident host records of seed 001 did.
-SEED_001_ROW_RECORD_BYTES = 163_586_048
+# 52 resident host records of the engine team's control runs did (docs/simulator.md, Geometries).
+HYBRID_TP2_ROW_RECORD_BYTES = 163_586_048
 
 GEOMETRIES: dict[str, NamedGeometry] = {
     # Round record sizes derived from no model: fine for the mechanisms, not for capacities.
@@ -82,12 +82,19 @@ GEOMETRIES: dict[str, NamedGeometry] = {
         SlabGeometry(), None,
         "32 GiB, a quarter to rows: 512 rows of 16 MiB, 24576 pages of 1 MiB (records derived "
         "from no model)"),
-    "seed-001": NamedGeometry(
-        SlabGeometry(row_record_bytes=SEED_001_ROW_RECORD_BYTES), 3,
+    "hybrid-tp2": NamedGeometry(
+        SlabGeometry(row_record_bytes=HYBRID_TP2_ROW_RECORD_BYTES), 3,
         "32 GiB, a quarter to rows: 52 rows of 163586048 B, 24655 pages of 1 MiB, 3 stores per "
-        "request (seed 001's tier; the records of tests/fixtures/layouts/seed-001.json)"),
+        "request (the control runs' tier; the records of tests/fixtures/layouts/hybrid-tp2.json)"),
 }
 DEFAULT_GEOMETRY = "generic"
+# Former names still accepted by --geometry: name -> the geometry's name now.
+FORMER_NAMES = {"seed-001": "hybrid-tp2"}
+
+
+def geometry_name(text: str) -> str:
+    """A --geometry value as the geometry's current name (a former name is accepted)."""
+    return FORMER_NAMES.get(text, text)
 
 
 class SlabExhausted(Exception):

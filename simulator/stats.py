@@ -23,7 +23,7 @@ OUTCOMES: tuple[Outcome, ...] = ("evicted", "pinned", "non_durable", "no_eligibl
 # measure: 4 x (5 + 2) series of the 60 that schema v3 may add per engine.
 EVICTION_AGE_BUCKETS: tuple[float, ...] = (1.0, 10.0, 60.0, 600.0)
 # The modelled host-to-GPU copy of one restore: a probe-52 hit (48 pages and a 16 MiB row, 64 MiB)
-# takes 2.7 ms at 25 GB/s, a long-context hit (769 MiB) 32 ms, a seed-001 row alone 6.5 ms.
+# takes 2.7 ms at 25 GB/s, a long-context hit (769 MiB) 32 ms, a hybrid-tp2 row alone 6.5 ms.
 RESTORE_SECONDS_BUCKETS: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
 
 

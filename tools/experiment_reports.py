@@ -39,7 +39,7 @@ DECLARE = ("--declare", "runtime=helios-2.14.0+47581cca", "--declare", "quantiza
            "power_limit=none-simulated")
 ARMS = {"baseline": "0.25", "candidate": "0.3125"}
 ARM_LANES = ("probe-52", "small-12", "long-context")
-# prime:replay name, corpus, replay corpus, order: the seed's outcomes and its other lanes
+# prime:replay name, corpus, replay corpus, order: the control runs' outcomes and the other lanes
 PROBES = (("reverse", "probe-52", None, "forward,reverse"),
           ("forward", "probe-52", None, "forward,forward"),
           ("other-model", "probe-52", "probe-52-other-model", "forward,forward"),

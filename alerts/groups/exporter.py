@@ -118,7 +118,7 @@ def alerts(c: Config) -> list[Alert]:
     q, t = Q(c), T(c)
     # No target at all, on a rule engine that scraped a sidecar of the job within the window
     # memory (it remembers one): a Prometheus replica or shard that scrapes no sidecar (another
-    # job's, an empty hashmod shard) stays silent (issue 35). Reads one remembered sample per
+    # job's, an empty hashmod shard) stays silent. Reads one remembered sample per
     # sidecar, not `up`'s 3 hours. Both absent() carry the selector's equality matchers as labels,
     # so `unless` matches them without an `on` (which would drop the cluster label).
     no_target = (

@@ -157,7 +157,7 @@ def offload(c: Config) -> list[Record]:
             + "\n)",
             "Whole rows the page slab's free bytes could hold (free pages x page record bytes / "
             "row record bytes): beside row pressure, what a row/page partition at the same "
-            "budget could move. Read, not acted on: seed 000 step 2 wants the partition chosen "
+            "budget could move. Read, not acted on: the allocator plan wants the partition chosen "
             "from measured demand, not from this.",
         ),
         Record(

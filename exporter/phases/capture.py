@@ -32,7 +32,7 @@ REQUESTS_FAMILY = EXPORT_PREFIX + "num_requests"
 PROMPT_TOKENS_FAMILY = EXPORT_PREFIX + "prompt_tokens"
 GENERATION_TOKENS_FAMILY = EXPORT_PREFIX + "generation_tokens"
 # Raw engine miss keys kept per capture (evidence, never labels): `key_mismatch:ckpt=ab12` names
-# the other key, which the seed's "key/checkpoint lookup inspection" needs. Bounded: a hostile
+# the other key, which inspecting the key and checkpoint of a lookup needs. Bounded: a hostile
 # engine may send thousands of keys.
 MAX_RAW_MISS_KEYS = 32
 MAX_RAW_MISS_KEY_CHARS = 64

@@ -63,7 +63,7 @@ from lab.compare.verdicts import (
 MIN_REPETITIONS: Final = 3
 ADMITTED, NOT_ADMITTED, CANNOT_COMPARE = 0, 1, 2
 PASS, FAIL, REFUSED = ADMITTED, NOT_ADMITTED, CANNOT_COMPARE  # the v2 names
-# The admission gate's thresholds (seed 000); any other pair runs as exploratory, never admits.
+# The admission gate's thresholds (the allocator plan's); any other pair runs as exploratory, never admits.
 MIN_BENEFIT: Final = 0.05
 MAX_REGRESSION: Final = 0.03
 # Counter evidence: in every baseline repetition of the primary lane, at least this share of the
@@ -284,11 +284,11 @@ def _performance(lanes: Sequence[Lane], role: str, min_benefit: float, max_regre
                  comparable: bool, outputs_differ: bool) -> Gate:
     rows = [r for r in lanes if r.role == role]
     if not rows:
-        # Seed 000 protects a small-working-set lane and a page-heavy long-context lane: without
+        # The allocator plan protects a small working set and a page-heavy long context: without
         # one, nothing shows that the change does not regress what it must not.
         return Gate(role, NOT_EVALUATED, "no protected lane: the arms hold no lane but the "
                     "primary, so nothing shows the change leaves the lanes it must not slow down "
-                    "(seed 000: a small working set and a page-heavy long context)")
+                    "(an allocator change protects a small working set and a page-heavy long context)")
     if not comparable:
         return Gate(role, NOT_EVALUATED, "the arms cannot be compared")
     if outputs_differ:

@@ -45,7 +45,7 @@ def lanes_gate(rows: Sequence[Lane], base: Mapping[str, Any], change: str | None
                     f"({'; '.join(unknown[:3])} unknown in the baseline) {rule}")
     if lacking:
         return Gate("lanes", FAILS, f"an allocator change needs a {' and a '.join(lacking)} "
-                    f"protected lane (seed 000), the baseline shows {shown} {rule}: {said}")
+                    f"protected lane, the baseline shows {shown} {rule}: {said}")
     return Gate("lanes", HOLDS, f"every lane of both arms gated: {said}; {shown} {rule}")
 
 

@@ -5,7 +5,8 @@ passes before it on the same incarnation). Every lane present in either arm is g
 line names the primary lane and may name protected ones, and every other lane is protected too,
 so leaving a lane off the command line cannot hide it.
 
-Seed 000 asks an allocator change to protect a small working set and a page-heavy long context.
+The allocator plan asks an allocator change to protect a small working set and a page-heavy
+long context (docs/experiments.md, where the rules come from).
 Both are read from the baseline's measured passes, against the primary lane's:
 
 - small working set: at most half as many distinct bodies as the primary lane, each no longer

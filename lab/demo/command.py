@@ -25,7 +25,7 @@ from simulator.corpora import lane
 from simulator.outage import OutageOptions
 from simulator.runner import DEMO_CYCLE, OUTAGE_DEFAULTS, SCENARIOS
 from simulator.scenarios import ReverseReplayScenario, replay_order
-from simulator.slabs import DEFAULT_GEOMETRY, GEOMETRIES
+from simulator.slabs import DEFAULT_GEOMETRY, GEOMETRIES, geometry_name
 
 REPO = Path(__file__).resolve().parents[2]
 TICK_S = 0.5
@@ -52,9 +52,9 @@ OPTIONS = (
            "demo replays the probe corpus prime, forward, reverse (row pressure while pages sit "
            "free, hits by order), then an outage and a restore; outage is the restore story with "
            "steady traffic; reverse-replay, steady and idle have no outage", choices=SCENARIOS),
-    Option("--geometry", "str", DEFAULT_GEOMETRY, "the simulated engine's offload tier "
-           "(docs/simulator.md, 'Geometries'): generic (round sizes from no model) or seed-001 "
-           "(note 001's tier)", choices=tuple(GEOMETRIES)),
+    Option("--geometry", geometry_name, DEFAULT_GEOMETRY, "the simulated engine's offload tier "
+           "(docs/simulator.md, 'Geometries'): generic (round sizes from no model) or hybrid-tp2 "
+           "(the engine team's control runs' tier)", choices=tuple(GEOMETRIES)),
     Option("--seed", "int", None, "the simulated engine's seed, to replay a run exactly",
            default_text="random"),
     Option("--duration", "float", 0.0, "stop after S seconds; 0 runs until Ctrl-C", low=0,

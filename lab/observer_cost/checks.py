@@ -1,5 +1,5 @@
-"""Is a repetition valid? Seed 001's conditions, each evaluated and named; pure functions of the
-records observer_cost_run wrote.
+"""Is a repetition valid? The observer-cost protocol's conditions, each evaluated and named;
+pure functions of the records observer_cost_run wrote.
 
 | check | holds when |
 | --- | --- |

@@ -1,5 +1,5 @@
-"""`helios-exporter observer-cost`: what an observer costs the engine, measured as seed 001
-section 2 asks (docs/experiments.md section 7).
+"""`helios-exporter observer-cost`: what an observer costs the engine, measured as the
+observer-cost protocol asks (docs/experiments.md section 7).
 
 The observer is whatever the --on and --off shell commands switch (an engine's trace, the
 sidecar's polling, a config reload); --witness names what in the engine's state shows it on or
@@ -71,13 +71,13 @@ OPTIONS = (  # after the sidecar's (commands.py adds --sidecar, --token-file and
            "in this order", metavar="C,..."),
     Option("--repetitions", "int", 3, "repetitions per arm and concurrency, run as pairs (one "
            "off, one on)", check=lambda n: None if n >= MIN_REPETITIONS else (
-               f"at least {MIN_REPETITIONS} repetitions an arm (seed 001 section 2: three off and "
+               f"at least {MIN_REPETITIONS} repetitions an arm (the observer-cost protocol: three off and "
                f"three on per concurrency), got {n}"), metavar="N"),
     Option("--requests", "int", None, "requests per repetition, the corpus's bodies in order, "
            "cycling", low=1, metavar="N", default_text="one pass over the corpus"),
     Option("--warmup", "int", None, "warm-up requests per concurrency, the observer off",
            check=lambda n: None if n >= 1 else (
-               "each concurrency is warmed before it is measured (seed 001 section 2): at least "
+               "each concurrency is warmed before it is measured (the observer-cost protocol): at least "
                f"1 warm-up request, got {n}"), metavar="N", default_text="as --requests"),
     Option("--name", "text", None, "phase name prefix, 1-40 of A-Z a-z 0-9 . _ -",
            default_text="observer-<UTC time>"),

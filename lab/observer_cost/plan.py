@@ -1,6 +1,6 @@
 """The order of an observer-cost run, fixed and written down before the first request.
 
-Per concurrency (C1 and C4 at least, seed 001 section 2): one warm-up, then `repetitions` pairs,
+Per concurrency (C1 and C4 at least, the observer-cost protocol): one warm-up, then `repetitions` pairs,
 each one repetition with the observer off and one with it on, back to back, in an order drawn for
 each pair from a recorded seed. Pair n is `off-<n>` and `on-<n>`; the result compares each pair
 within itself (observer_cost_stats), so drift over the run (a warming cache, a neighbour's load)
@@ -21,8 +21,8 @@ Arm = Literal["off", "on"]
 ARMS: tuple[Arm, ...] = ("off", "on")
 PLAN_FILE = "plan.json"
 NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,40}")  # leaves room for "/c<N>/warmup" in a phase name
-MIN_REPETITIONS = 3  # pairs an arm: seed 001 asks for three off and three on
-REQUIRED_CONCURRENCIES = (1, 4)  # seed 001: C1 and C4, each warmed on its own
+MIN_REPETITIONS = 3  # pairs an arm: the observer-cost protocol asks for three off and three on
+REQUIRED_CONCURRENCIES = (1, 4)  # the observer-cost protocol: C1 and C4, each warmed on its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +64,11 @@ def plan(name: str, concurrencies: Sequence[int], repetitions: int, seed: int) -
     missing = [c for c in REQUIRED_CONCURRENCIES if c not in concurrencies]
     if missing:
         raise ValueError(f"--concurrency {','.join(map(str, concurrencies))}: C1 and C4 must both "
-                         f"be measured, each warmed on its own (seed 001 section 2); "
+                         f"be measured, each warmed on its own (the observer-cost protocol); "
                          f"{' and '.join(f'C{c}' for c in missing)} missing")
     if repetitions < MIN_REPETITIONS:
         raise ValueError(f"--repetitions {repetitions}: at least {MIN_REPETITIONS} repetitions "
-                         "an arm (seed 001 section 2 asks for three off and three on per "
+                         "an arm (the observer-cost protocol asks for three off and three on per "
                          "concurrency; fewer leave the interval's spread to one or two pairs)")
     rng = random.Random(seed)
     steps: list[Step] = []

@@ -121,7 +121,7 @@ class Difference:
         return self.low > 0 or self.high < 0
 
 
-MIN_PAIRS = 3  # seed 001 section 2: three off and three on repetitions per concurrency
+MIN_PAIRS = 3  # the observer-cost protocol: three off and three on repetitions per concurrency
 
 
 def difference(on: Sequence[float], off: Sequence[float],

@@ -191,19 +191,23 @@ def _copy_docs(root: Path, into: Path) -> list[Path]:
 
 
 def test_a_hand_edited_set_up_section_is_drift(root: Path, tmp_path: Path, capsys: Capture) -> None:
-    """Every runbook's Set up section is generated (alerts/runbook_setup.py): an edit by hand
-    is reported, and regenerating puts it back."""
+    """The runbooks' common set-up (docs/runbooks/README.md) and every runbook's Set up section
+    (the link to it) are generated (alerts/runbook_setup.py): an edit by hand is reported, and
+    regenerating puts it back."""
     _scratch(root, tmp_path)
+    page = tmp_path / "docs/runbooks/README.md"
     runbook = tmp_path / "docs/runbooks/HeliosRestoreCheckFailed.md"
-    text = runbook.read_text(encoding="utf-8")
-    runbook.write_text(text.replace("/etc/helios-exporter/events/token",
-                                    "/etc/helios-exporter/events-token"), encoding="utf-8")
+    texts = {path: path.read_text(encoding="utf-8") for path in (page, runbook)}
+    page.write_text(texts[page].replace("/etc/helios-exporter/events/token",
+                                        "/etc/helios-exporter/events-token"), encoding="utf-8")
+    runbook.write_text(texts[runbook].replace("(README.md#set-up)", "(README.md)"), encoding="utf-8")
     status, out, _ = _run(capsys, tmp_path, "--check")
     assert status == 1
-    assert "docs/runbooks/HeliosRestoreCheckFailed.md (generated)" in out
+    assert "docs/runbooks/README.md (generated)" in out
     assert "+TOKEN=$(kubectl" in out
+    assert "docs/runbooks/HeliosRestoreCheckFailed.md (generated)" in out
     assert _run(capsys, tmp_path)[0] == 0
-    assert runbook.read_text(encoding="utf-8") == text
+    assert {path: path.read_text(encoding="utf-8") for path in texts} == texts
 
 
 def test_a_runbook_without_the_set_up_markers_is_an_error(root: Path, tmp_path: Path,

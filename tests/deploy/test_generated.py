@@ -1,10 +1,12 @@
 """deploy/generate.py (`scripts/generate deploy`): the PrometheusRule and the dashboards
 ConfigMap are exactly alerts/ and dashboards/, and the committed files are what the generator
-writes now."""
+writes now. The ConfigMap is rendered by kustomize from dashboards/kustomization.yaml over the
+dashboards' one committed copy."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -102,8 +104,9 @@ def test_check_fails_when_a_dashboard_is_added_without_regenerating(
     (root / "dashboards" / "zz-new.json").write_text('{"title": "new"}\n', encoding="utf-8")
     assert _run(capsys, root, "--check")[0] == 1
     assert _run(capsys, root)[0] == 0
-    (cm,) = load_docs(root / "deploy" / "kubernetes" / "dashboards-configmap.yaml")
-    assert cm["data"]["zz-new.json"] == '{"title": "new"}\n'
+    (doc,) = load_docs(root / "dashboards" / "kustomization.yaml")
+    (generator,) = doc["configMapGenerator"]
+    assert "zz-new.json" in generator["files"]
 
 
 def test_duplicate_group_names_are_refused(tmp_path: Path,
@@ -116,17 +119,40 @@ def test_duplicate_group_names_are_refused(tmp_path: Path,
     assert "is in both" in err
 
 
-def test_dashboards_configmap_holds_every_dashboard_verbatim() -> None:
-    objects = load_docs(KUBE / "dashboards-configmap.yaml")
-    cm = find(objects, "ConfigMap")
+def test_dashboards_configmap_holds_every_dashboard_verbatim(objects: list[dict[str, Any]]) -> None:
+    """`kubectl kustomize deploy/kubernetes` makes the ConfigMap of dashboards/*.json byte for
+    byte, under its fixed name, in the example's namespace."""
+    cm = find(objects, "ConfigMap", "helios-exporter-dashboards")
     files = {p.name: p.read_text(encoding="utf-8") for p in (ROOT / "dashboards").glob("*.json")}
-    assert cm.get("data", {}) == files
+    assert files and cm.get("data", {}) == files
     for name, text in files.items():
         json.loads(text)  # a dashboard that is not JSON would only fail inside Grafana
         assert name.endswith(".json")
-    size = len((KUBE / "dashboards-configmap.yaml").read_bytes())
-    assert size < 1024 * 1024, "a ConfigMap holds at most 1 MiB"
+    assert len(yaml.safe_dump(cm).encode()) < 1024 * 1024, "a ConfigMap holds at most 1 MiB"
     # Client-side `kubectl apply` copies the object into an annotation limited to 256 KiB;
     # past that only `kubectl apply --server-side` works (docs/deploy.md): split it before.
     assert len(json.dumps(cm)) < 256 * 1024, "split the dashboards ConfigMap"
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert cm["metadata"]["annotations"] == {"grafana_folder": "Helios"}
+    assert cm["metadata"]["namespace"] == "helios"
+
+
+def _repository_files(suffixes: tuple[str, ...]) -> list[str]:
+    """The repository's files ending in `suffixes`, outside tests/ and hidden folders."""
+    found = []
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and Path(folder, d) != ROOT / "tests"]
+        found += [str(Path(folder, n).relative_to(ROOT)) for n in files if n.endswith(suffixes)]
+    return found
+
+
+def test_no_second_copy_of_the_dashboards_is_committed() -> None:
+    """dashboards/*.json is the one copy: neither the mixin nor deploy/ holds the JSON again."""
+    names = {p.name for p in (ROOT / "dashboards").glob("*.json")}
+    assert names
+    tracked = _repository_files((".json", ".yaml"))
+    copies = [rel for rel in tracked if Path(rel).name in names and Path(rel).parent != Path("dashboards")]
+    assert copies == []
+    configmaps = [rel for rel in tracked if rel.startswith("deploy/")
+                  and '"__inputs"' in (ROOT / rel).read_text(encoding="utf-8")]
+    assert configmaps == [], "a dashboard's JSON is held in a manifest again"

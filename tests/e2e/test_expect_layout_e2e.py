@@ -1,6 +1,6 @@
 """`serve --expect-layout` end to end on 127.0.0.1: two simulated engines, one serving the
-generic tier (rows of 16 MiB) and one `--geometry seed-001` (the layout's records), each
-watched by a sidecar pinned to tests/fixtures/layouts/seed-001.json, scraped by a real
+generic tier (rows of 16 MiB) and one `--geometry hybrid-tp2` (the layout's records), each
+watched by a sidecar pinned to tests/fixtures/layouts/hybrid-tp2.json, scraped by a real
 Prometheus evaluating the SHIPPED alerts/helios-alerts.yaml, which notifies a real
 Alertmanager with deploy/alertmanager/alertmanager-test.yml, which posts to a webhook here.
 
@@ -28,7 +28,7 @@ from tools.webhook import WebhookReceiver
 pytestmark = pytest.mark.e2e
 
 ALERT = "HeliosOffloadGeometryInconsistent"
-LAYOUT = FIXTURES / "layouts" / "seed-001.json"
+LAYOUT = FIXTURES / "layouts" / "hybrid-tp2.json"
 AM_DIR = ROOT / "deploy" / "alertmanager"
 
 
@@ -60,7 +60,7 @@ def test_an_engine_whose_records_differ_raises_the_alert_and_one_that_matches_do
         (AM_DIR / "alertmanager-test.yml").read_text()
         .replace("__WEBHOOK_PORT__", str(hook.port)).replace("__TEMPLATE_DIR__", str(AM_DIR)))
     pinned = ("--expect-layout", str(LAYOUT), "--poll-interval", "0.5")
-    ports = {"generic": free_port(), "seed-001": free_port()}
+    ports = {"generic": free_port(), "hybrid-tp2": free_port()}
     sidecars = {}
     for geometry, port in ports.items():
         _, engine = stack.simulator("idle", "--geometry", geometry, "--seed", "1",
@@ -77,11 +77,11 @@ def test_an_engine_whose_records_differ_raises_the_alert_and_one_that_matches_do
                if r["rule"] == "record_bytes_match_layout"]
     assert (rule["ok"], rule["expected"], rule["found"]) == (
         False, {"row": 163586048, "page": 1048576}, {"row": 16777216, "page": 1048576})
-    good = httpx.get(sidecars["seed-001"][1] + "/status", timeout=5).json()["offload_geometry"]
+    good = httpx.get(sidecars["hybrid-tp2"][1] + "/status", timeout=5).json()["offload_geometry"]
     assert good["consistent"] is True and good["rules"][-1]["rule"] == "record_bytes_match_layout"
 
     # Prometheus -> Alertmanager -> the ticket receiver, for the generic engine only.
-    generic, seed = sidecars["generic"][2], sidecars["seed-001"][2]
+    generic, seed = sidecars["generic"][2], sidecars["hybrid-tp2"][2]
     deliveries = wait_for(lambda: fired(hook, generic), 60, f"{ALERT} for {generic} at the webhook",
                           sidecars["generic"][0])
     receiver, alert = deliveries[0]

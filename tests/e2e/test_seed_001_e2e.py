@@ -1,18 +1,18 @@
-"""Seed 001's control block, reproduced: `helios-exporter simulate --geometry seed-001
+"""The engine team's control runs, reproduced: `helios-exporter simulate --geometry hybrid-tp2
 --scenario idle` driven by `helios-exporter probe` with the bundled probe-52 corpus, through a
 sidecar (`serve`, one-hour poll interval: only the phase edges' captures see the traffic), all
 real processes on 127.0.0.1. The figures come from the evidence's deltas and, for what stays
 resident, from the engine's own snapshot after the pass.
 
-Tolerances (docs/simulator.md tabulates the seed's figure beside the measured one):
+Tolerances (docs/simulator.md tabulates the control runs' figure beside the measured one):
 
-- prompt tokens reused per request: within 0.5 of the seed's 9 in every pass (the prime's
+- prompt tokens reused per request: within 0.5 of the control runs' 9 in every pass (the prime's
   first request finds nothing on the GPU: 459 / 52 = 8.83; the replay 9.0);
 - host tokens restored: 0, exactly; host stores per request: 3, exactly (156 of 52 requests);
 - resident host records at the end: 52, exactly;
-- resident bytes: within 0.005 GiB of the seed's 8.73 GiB (what its two decimals allow).
+- resident bytes: within 0.005 GiB of the control runs' 8.73 GiB (what its two decimals allow).
 
-The row record was chosen from seed 001's 52 records and 8.73 GiB (tests/fixtures/layouts/
+The row record was chosen from the control runs' 52 records and 8.73 GiB (tests/fixtures/layouts/
 README.md), so the last two are a fit; the others are outcomes. Forward then reverse must hit.
 """
 
@@ -32,15 +32,15 @@ from tools.harness import PYTHON, ROOT, Procs
 
 pytestmark = pytest.mark.e2e
 
-LAYOUT = FIXTURES / "layouts" / "seed-001.json"
-TOKEN = "seed-001-Token-0123456789abcdef"
+LAYOUT = FIXTURES / "layouts" / "hybrid-tp2.json"
+TOKEN = "hybrid-tp2-Token-0123456789abcdef"
 GIB = 1 << 30
 BODIES = 52
-# The seed's figures (seed 001, "Current evidence") and this test's tolerance on each.
-SEED_REUSED_PER_REQUEST, REUSED_TOLERANCE = 9, 0.5
-SEED_STORES_PER_REQUEST = 3
-SEED_RESIDENT_RECORDS = 52
-SEED_RESIDENT_GIB, RESIDENT_TOLERANCE_GIB = 8.73, 0.005
+# The control runs' figures and this test's tolerance on each.
+CONTROL_REUSED_PER_REQUEST, REUSED_TOLERANCE = 9, 0.5
+CONTROL_STORES_PER_REQUEST = 3
+CONTROL_RESIDENT_RECORDS = 52
+CONTROL_RESIDENT_GIB, RESIDENT_TOLERANCE_GIB = 8.73, 0.005
 
 
 def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -48,7 +48,7 @@ def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=timeout, check=False)
 
 
-class Seed001:
+class ControlRuns:
     def __init__(self, procs: Procs, work: Path) -> None:
         self.work = work
         self.token = work / "token"
@@ -56,10 +56,10 @@ class Seed001:
         self.corpus = work / "probe-52.jsonl"
         with self.corpus.open("w") as f:
             write_corpus("probe-52", f)
-        _, self.engine = procs.simulator("idle", "--geometry", "seed-001", "--time-scale", "1000",
-                                         "--seed", "1", name="engine-seed-001")
+        _, self.engine = procs.simulator("idle", "--geometry", "hybrid-tp2", "--time-scale", "1000",
+                                         "--seed", "1", name="engine-hybrid-tp2")
         _, self.sidecar = procs.sidecar(self.engine, "--events-token-file", str(self.token),
-                                        "--poll-interval", "3600", name="sidecar-seed-001")
+                                        "--poll-interval", "3600", name="sidecar-hybrid-tp2")
 
     def probe(self, name: str, order: str) -> dict[str, Any]:
         out = self.work / name
@@ -93,21 +93,21 @@ def per_request(d: dict[str, Any], key: str) -> float:
 
 def assert_control_block(d: dict[str, Any]) -> None:
     assert d["requests"] == d["lookups"] == BODIES
-    assert abs(per_request(d, "prompt_tokens_reused") - SEED_REUSED_PER_REQUEST) \
+    assert abs(per_request(d, "prompt_tokens_reused") - CONTROL_REUSED_PER_REQUEST) \
         <= REUSED_TOLERANCE
     assert d["host_tokens_restored"] == 0
-    assert d["host_stores"] == SEED_STORES_PER_REQUEST * BODIES
+    assert d["host_stores"] == CONTROL_STORES_PER_REQUEST * BODIES
 
 
 def assert_resident(offload: dict[str, Any]) -> None:
-    assert offload["resident"]["records"] == SEED_RESIDENT_RECORDS
-    assert abs(offload["resident"]["bytes"] / GIB - SEED_RESIDENT_GIB) <= RESIDENT_TOLERANCE_GIB
+    assert offload["resident"]["records"] == CONTROL_RESIDENT_RECORDS
+    assert abs(offload["resident"]["bytes"] / GIB - CONTROL_RESIDENT_GIB) <= RESIDENT_TOLERANCE_GIB
     page = offload["slabs"]["page"]
     assert page["free"] / page["capacity"] > 0.9  # pages sit free
 
 
 def test_note_001_control_block_forward_then_forward(procs: Procs, tmp_path: Path) -> None:
-    rig = Seed001(procs, tmp_path)
+    rig = ControlRuns(procs, tmp_path)
     doc = rig.probe("seed", "forward,forward")
     prime, replay = deltas(doc, "seed/forward-1"), deltas(doc, "seed/forward-2")
     assert (prime["hits"], prime["misses"]["no_prefix"]) == (0, BODIES)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from exporter import layout as lay
 from tests.conftest import FIXTURES
 
-SEED = FIXTURES / "layouts" / "seed-001.json"
+SEED = FIXTURES / "layouts" / "hybrid-tp2.json"
 GIB = 1 << 30
 
 
@@ -57,8 +57,8 @@ def edited(path: str, value: Any) -> dict[str, Any]:
 _DELETE = object()
 
 
-# -- the seed-001 layout, by hand ---------------------------------------------------------------
-def test_seed_001_records_by_hand() -> None:
+# -- the hybrid-tp2 layout, by hand ---------------------------------------------------------------
+def test_hybrid_tp2_records_by_hand() -> None:
     recs = lay.records(lay.load(SEED))
     # page, per rank: 64 tokens x 8 layers x 2 (K, V) x 4/2 heads x 128 x 2 bytes
     assert recs.page == lay.Share(64 * 8 * 2 * 2 * 128 * 2, 524288)
@@ -68,7 +68,7 @@ def test_seed_001_records_by_hand() -> None:
     assert (recs.page_record_bytes, recs.row_record_bytes) == (1 << 20, 163586048)
 
 
-def test_seed_001_partition_is_note_001s_tier() -> None:
+def test_hybrid_tp2_partition_is_note_001s_tier() -> None:
     recs, part = lay.derive(lay.load(SEED), 32 * GIB, Fraction(1, 4))
     # 52 rows fill a quarter of 32 GiB: 52 x 163586048 <= 8 GiB < 53 x 163586048
     assert part.rows == 52

@@ -6,7 +6,7 @@ of /proc/PID/status) is what these faults cost: a double gzip of a few hundred b
 and 1 GiB of zeros), a 1 MB single gzip layer of 1 GiB, deflate, br and an unknown coding,
 pass-through label values of 10 KB that change every poll, infinite bucket bounds; and a
 preflight endpoint that drips, answers 1 GiB of gzip, stacks gzip or nests 100,000 deep.
-Before issue 32 the double gzip took the sidecar from 84 to 345 MiB (2.1 GiB for 1.8 KB), the
+Before these bounds the double gzip took the sidecar from 84 to 345 MiB (2.1 GiB for 1.8 KB), the
 changing labels to 505 MiB, and the dripping probe stopped every poll cycle.
 """
 
@@ -44,7 +44,7 @@ from tests.hostile.stub import (
 from tests.process_guard import process_fixture
 from tools.harness import families
 
-PEAK_BUDGET_MIB = 150  # issue 32: under every fault
+PEAK_BUDGET_MIB = 150  # under every fault
 SCRAPE_BUDGET = 2.0  # seconds one /metrics may take
 HEALTHZ_BUDGET = 2.0  # seconds one /healthz may take (the kubelet allows 3)
 POLL_INTERVAL = 0.2

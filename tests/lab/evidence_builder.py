@@ -207,7 +207,7 @@ class Arm:
 
 def lanes(arm: Arm, primary: Sequence[float], small: Sequence[float],
           long: Sequence[float] = LONG) -> Arm:
-    """The seed's three lanes: probe-52 (primary, row pressure), small-12 (a small working set)
+    """The allocator plan's three lanes: probe-52 (primary, row pressure), small-12 (a small working set)
     and long-context (page-heavy: prompts 16 times as long)."""
     return (arm.lane("probe-52", primary).lane("small-12", small, n=12, row_pressure=0)
             .lane("long-context", long, n=16, row_pressure=0, prompt=LONG_PROMPT))

@@ -12,7 +12,7 @@ import pytest
 from exporter import cli
 from tests.conftest import FIXTURES
 
-SEED = FIXTURES / "layouts" / "seed-001.json"
+SEED = FIXTURES / "layouts" / "hybrid-tp2.json"
 
 
 def geometry(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -34,11 +34,11 @@ def layout_file(tmp_path: Path, **changes: Any) -> Path:
     return out
 
 
-def test_seed_001_in_text(capsys: pytest.CaptureFixture[str]) -> None:
+def test_hybrid_tp2_in_text(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = geometry(capsys, "--layout", str(SEED))
     assert (code, err) == (0, "")
     assert out.splitlines() == [
-        "layout seed-001: tp 2, 64 tokens a page, each rank's share aligned to 4,096 B",
+        "layout hybrid-tp2: tp 2, 64 tokens a page, each rank's share aligned to 4,096 B",
         "record         per rank          aligned   per host record (2 ranks)",
         "page          524,288 B        524,288 B   1,048,576 B (1 MiB)",
         "row        81,793,024 B     81,793,024 B   163,586,048 B (156.008 MiB)",
@@ -51,7 +51,7 @@ def test_seed_001_in_text(capsys: pytest.CaptureFixture[str]) -> None:
     ]
 
 
-def test_seed_001_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+def test_hybrid_tp2_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = geometry(capsys, "--layout", str(SEED), "--json", "--row-fraction", "1/2")
     assert code == 0
     doc = json.loads(out)
@@ -158,7 +158,7 @@ def test_partitions_beside_a_phases_demand(capsys: pytest.CaptureFixture[str],
                                 "622,592", "-104", "+22,159", "-"]
     assert table[4].split()[:2] == ["0.75", "157"] and table[4].split()[6] == "+1"
     assert out.rstrip().endswith("several stores per request are not several useful "
-                                 "endpoints (seed 001).")
+                                 "endpoints.")
     assert "Shown, not chosen: no row fraction is picked here." in out
 
 

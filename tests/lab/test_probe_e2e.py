@@ -288,7 +288,7 @@ def test_compare_two_row_fraction_arms(procs: Procs, tmp_path: Path,
     assert refused.returncode == 2, refused.stdout
     assert "the arms differ in allocator" in refused.stdout
     # Every gate of the two lanes holds, but an allocator change also protects a page-heavy
-    # long-context lane (seed 000), which these arms lack (docs/experiments.md section 6 runs it).
+    # long-context lane (the allocator plan), which these arms lack (docs/experiments.md section 6 runs it).
     passed = compare("base", "wide", "--allow-difference", "allocator", *semantic)
     assert passed.returncode == 1, passed.stdout
     assert passed.stdout.startswith("SIMULATED: ")

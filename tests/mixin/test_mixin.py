@@ -101,6 +101,20 @@ def test_dashboards_are_the_shipped_ones() -> None:
     assert got == want
 
 
+def test_the_mixin_renders_from_a_vendored_repository(tmp_path: Path) -> None:
+    """Installed as mixin/README.md says (`jb install` of the repository, imported as
+    'helios-exporter/mixin/...'), the dashboards' imports reach the one copy in dashboards/."""
+    vendor = tmp_path / "vendor"
+    vendor.mkdir()
+    (vendor / "helios-exporter").symlink_to(ROOT, target_is_directory=True)
+    result = subprocess.run([jsonnet_bin(), "-J", str(vendor), "-e",
+                             "std.objectFields((import 'helios-exporter/mixin/mixin.libsonnet')"
+                             ".grafanaDashboards)"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == sorted(p.name for p in (ROOT / "dashboards").glob("*.json"))
+
+
 # Overrides alerts/config.yaml can also say: the mixin and the Python generator agree exactly.
 OVERRIDES = {
     "selector and cluster label": {"selector": 'job="helios", env="prod"', "cluster_label": "region"},

@@ -29,7 +29,7 @@ from tests.repo import walkthrough
 COMMAND_TIMEOUT = 600
 
 ROOT = Path(__file__).resolve().parents[2]
-MAX_HAND_EDITS = 10  # issue 34: a metric, its panel and its alert in at most 10 files by hand
+MAX_HAND_EDITS = 10  # a metric, its panel and its alert in at most 10 files by hand
 
 
 def _env(clone: Path) -> dict[str, str]:

@@ -2,7 +2,7 @@
 imported): no import cycle among its modules; the sidecar package (`exporter`) imports neither the
 lab (`lab`, the client-side commands) nor the simulator; the generators sit below their runner
 (tools/generate.py, `scripts/generate`) instead of importing back up into tools/. And what `serve`
-loads is most of the sidecar package (issue 34: at least SERVE_SHARE of its lines).
+loads is most of the sidecar package (at least SERVE_SHARE of its lines).
 
 Every `import` counts wherever it is written (a function's body, `if TYPE_CHECKING:`): a cycle
 hidden in a lazy import is a cycle all the same. `from x import y` is an edge to the module x.y
@@ -248,7 +248,7 @@ SERVE = ("import sys, exporter.cli, exporter.sidecar; "
 
 @pytest.mark.e2e
 def test_serve_loads_most_of_the_sidecar_package() -> None:
-    """issue 34: the `exporter` package is what `serve` and `check` run: `serve` loads at least
+    """The `exporter` package is what `serve` and `check` run: `serve` loads at least
     SERVE_SHARE of its lines (the client-side commands are the lab's), and nothing of the lab or
     the simulator."""
     out = subprocess.run([sys.executable, "-c", SERVE], cwd=ROOT, capture_output=True, text=True,

@@ -1,4 +1,4 @@
-"""The seeds' cache-order probe through the engine's real HTTP app, at the generic geometry
+"""The cache-order probe through the engine's real HTTP app, at the generic geometry
 (32 GiB, a quarter to rows: 512 rows of 16 MiB, 24576 pages of 1 MiB, 64 tokens a page, two ranks),
 concurrency 1, the probe-52 corpus sent as is.
 
@@ -157,14 +157,14 @@ async def test_a_seed_repeats_the_run_exactly() -> None:
 
 
 async def test_row_fraction_changes_the_probe_lane() -> None:
-    """The allocator arm of seed 000: at the same 32 GiB, 640 rows hold the 624 the lane wants."""
+    """The allocator plan's arm: at the same 32 GiB, 640 rows hold the 624 the lane wants."""
     means, hits = {}, {}
     for fraction in (0.25, 0.3125):
         engine, clock = idle_engine(seed=4, **with_row_fraction(fraction))
         _, replay = await run_passes(engine, clock, *[(corpus("probe-52"), "forward")] * 2)
         means[fraction], hits[fraction] = replay.mean_latency, replay.hits
     assert hits == {0.25: 0, 0.3125: PROBE.bodies}
-    assert means[0.3125] < 0.95 * means[0.25]  # past the seeds' 5 % benefit gate
+    assert means[0.3125] < 0.95 * means[0.25]  # past the admission gate's 5 % benefit
 
 
 async def test_a_large_row_share_costs_the_long_context_lane() -> None:

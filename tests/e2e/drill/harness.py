@@ -103,7 +103,7 @@ def at(ts: float) -> str:
 
 
 def assert_truthful_resolves(text: Text) -> None:
-    """What issue 19 found in resolves: they never say the window is still open, that requests
+    """What the on-call drill holds resolves to: they never say the window is still open, that requests
     will be cut, or a negative time left; and never repeat a firing description."""
     for block in text.blocks():
         if block.startswith("RESOLVED at"):

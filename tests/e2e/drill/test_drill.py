@@ -1,4 +1,4 @@
-"""The on-call drill (issue 19): five restore incidents and two variants, end to end.
+"""The on-call drill: five restore incidents and two variants, end to end.
 
 Each incident is played against a simulated engine (its /admin endpoints stand for the engine
 team's actions: drain, stop, restore) and a real sidecar (SIGKILLed where the story says so),

@@ -22,12 +22,12 @@ from tests.conftest import FIXTURES
 from tests.exporter.oncall.test_page import Page
 from tests.helpers import StubEngine, contract_example, make_sidecar
 
-SEED = FIXTURES / "layouts" / "seed-001.json"
+SEED = FIXTURES / "layouts" / "hybrid-tp2.json"
 RECORDS = lay.records(lay.load(SEED))
 
 
-def seed_001_snapshot() -> dict[str, Any]:
-    """The contract example with the slabs `simulate --geometry seed-001` reports."""
+def hybrid_tp2_snapshot() -> dict[str, Any]:
+    """The contract example with the slabs `simulate --geometry hybrid-tp2` reports."""
     obj = contract_example()
     obj["offload"]["slabs"] = {"row": {"capacity": 52, "free": 0, "record_bytes": 163586048},
                                "page": {"capacity": 24655, "free": 23823,
@@ -43,12 +43,12 @@ def checked(obj: dict[str, Any]) -> geometry.Geometry:
 
 
 def test_matching_records_hold() -> None:
-    g = checked(seed_001_snapshot())
+    g = checked(hybrid_tp2_snapshot())
     assert g.consistent
     rule = g.rules[-1]
     assert (rule.rule, rule.ok, rule.value, rule.limit) == ("record_bytes_match_layout", True, 0, 0)
     assert rule.detail == ("row 163586048 = 163586048, page 1048576 = 1048576 (snapshot "
-                           "record_bytes vs layout seed-001)")
+                           "record_bytes vs layout hybrid-tp2)")
     assert (rule.expected, rule.found) == ({"row": 163586048, "page": 1048576},) * 2
 
 
@@ -57,15 +57,15 @@ def test_other_records_fail_with_their_own_rule() -> None:
     assert not g.consistent
     assert [r.rule for r in g.failed] == ["record_bytes_match_layout"]  # the arithmetic holds
     (rule,) = g.failed
-    assert (rule.value, rule.layout) == (1, "seed-001")
+    assert (rule.value, rule.layout) == (1, "hybrid-tp2")
     assert rule.expected == {"row": 163586048, "page": 1048576}
     assert rule.found == {"row": 16777216, "page": 1048576}
     assert rule.detail == ("row 16777216 != 163586048, page 1048576 = 1048576 (snapshot "
-                           "record_bytes vs layout seed-001)")
+                           "record_bytes vs layout hybrid-tp2)")
 
 
 def test_only_the_slabs_present_are_compared() -> None:
-    obj = seed_001_snapshot()
+    obj = hybrid_tp2_snapshot()
     del obj["offload"]["slabs"]["page"]
     rule = checked(obj).rules[-1]
     assert rule.ok and rule.expected == {"row": 163586048}
@@ -108,29 +108,29 @@ def test_the_sidecar_against_an_engine_with_other_records(tmp_path: Path) -> Non
     rule = geo["rules"][-1]
     assert rule == {"rule": "record_bytes_match_layout", "ok": False, "value": 1, "limit": 0,
                     "detail": "row 16777216 != 163586048, page 1048576 = 1048576 (snapshot "
-                              "record_bytes vs layout seed-001)",
-                    "layout": "seed-001", "expected": {"row": 163586048, "page": 1048576},
+                              "record_bytes vs layout hybrid-tp2)",
+                    "layout": "hybrid-tp2", "expected": {"row": 163586048, "page": 1048576},
                     "found": {"row": 16777216, "page": 1048576}}
     # the arithmetic rules keep their /status shape
     assert set(geo["rules"][0]) == {"rule", "ok", "value", "limit", "detail"}
     shown = Page(page(status, 0.0)).text
     # the geometry table, with the expected and found records beside the arithmetic
     assert ("record_bytes_match_layout FAILED row 163,586,048 B, page 1,048,576 B by layout "
-            "seed-001 row 16,777,216 B, page 1,048,576 B row 16777216 != 163586048") in shown
+            "hybrid-tp2 row 16,777,216 B, page 1,048,576 B row 16777216 != 163586048") in shown
     assert ("The engine's offload records are not those of the pinned model layout: compare "
             "expected and found under Pins and offload geometry") in shown
     assert "arithmetic does not hold" not in shown
     # and the summary at the top
     assert ("FAILED offload geometry record_bytes_match_layout expected row 163,586,048 B, page "
-            "1,048,576 B by layout seed-001 found row 16,777,216 B") in shown
+            "1,048,576 B by layout hybrid-tp2 found row 16,777,216 B") in shown
 
 
 def test_the_sidecar_against_an_engine_with_the_layouts_records(tmp_path: Path) -> None:
-    text, status = poll(seed_001_snapshot(), tmp_path, expect_layout=SEED)
+    text, status = poll(hybrid_tp2_snapshot(), tmp_path, expect_layout=SEED)
     assert consistent(text) == 1.0
     assert status["offload_geometry"]["failed"] == []
     assert status["offload_geometry"]["rules"][-1]["ok"] is True
-    text, status = poll(seed_001_snapshot(), tmp_path / "no-layout")
+    text, status = poll(hybrid_tp2_snapshot(), tmp_path / "no-layout")
     assert consistent(text) == 1.0
     assert [r["rule"] for r in status["offload_geometry"]["rules"]] == [
         "slabs_within_budget", "resident_within_budget", "lookups_accounted"]

@@ -125,7 +125,7 @@ def check(text: str, max_series: int) -> bytes:
                 assert s.name.endswith("_bucket")
                 le = s.labels["le"]
                 # No bucket boundary is NaN, and the only infinite one is the +Inf bucket (an
-                # engine's `1e400` took its place before issue 32).
+                # engine's `1e400` once took its place).
                 assert le == "+Inf" or math.isfinite(float(le)), s
             if fam.type == "counter":
                 assert 0 <= s.value < math.inf, s  # a counter is a finite count, never NaN

@@ -67,7 +67,7 @@ def test_an_allocator_change_needs_both_protected_lane_kinds(
     code, out = run(tmp_path, base.doc(), cand.doc(), capsys=capsys)
     assert code == 1, out
     assert gate(out, "lanes").startswith(
-        "FAILS: an allocator change needs a page-heavy long context protected lane (seed 000), "
+        "FAILS: an allocator change needs a page-heavy long context protected lane, "
         "the baseline shows small working set: small-12; page-heavy long context: none")
     # the primary lane alone: nothing shows the change leaves the others alone
     base, cand = Arm("base").lane("probe-52", BASE), Arm("cand", slabs=WIDER).lane("probe-52", FAST)

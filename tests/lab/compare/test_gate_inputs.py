@@ -1,4 +1,4 @@
-"""The property behind issue 33: no field a gate reads can be deleted, nulled or perturbed, in
+"""The gates' declared inputs: no field a gate reads can be deleted, nulled or perturbed, in
 either arm, and still leave `compare` saying ADMITTED (exit 0).
 
 The walk is generated from the gates' own declarations (lab.inputs.GATE_INPUTS),
@@ -26,7 +26,7 @@ Place = tuple[str | int, ...]
 
 
 def arm(label: str, primary: list[float], **kwargs: Any) -> dict[str, Any]:
-    """The seed's three lanes, small (8, 4 and 4 bodies) to keep the walk quick."""
+    """The allocator plan's three lanes, small (8, 4 and 4 bodies) to keep the walk quick."""
     a = Arm(label, v3=True, **kwargs)
     return (a.lane("probe-52", primary, n=8)
             .lane("small-12", [0.324, 0.322, 0.324], n=4, row_pressure=0)

@@ -168,7 +168,7 @@ def test_a_child_that_fails_is_reported_at_once_and_its_logs_kept(tmp_path: Path
     assert time.monotonic() - started < 30
 
 
-@pytest.mark.parametrize("geometry", ["generic", "seed-001"])
+@pytest.mark.parametrize("geometry", ["generic", "hybrid-tp2"])
 def test_the_demo_says_which_geometry_it_runs(geometry: str) -> None:
     from lab.demo.command import simulate_command, story
     from simulator.slabs import GEOMETRIES
@@ -180,3 +180,11 @@ def test_the_demo_says_which_geometry_it_runs(geometry: str) -> None:
     assert first.startswith(f"the offload tier of the simulator's {geometry} geometry: ")
     assert GEOMETRIES[geometry].summary in first
     assert "production" not in " ".join(story(args))
+
+
+def test_the_demo_takes_the_former_geometry_name() -> None:
+    """`demo --geometry seed-001` (hybrid-tp2's name before) runs the simulator's hybrid-tp2."""
+    from lab.demo.command import simulate_command
+
+    cmd = simulate_command(demo_parser().parse_args(["--geometry", "seed-001"]), 8000)
+    assert cmd[cmd.index("--geometry") + 1] == "hybrid-tp2"

@@ -44,17 +44,17 @@ def test_bad_input_exits_2_with_nothing_sent(tmp_path: Path, bodies: list[dict[s
 
 @pytest.mark.parametrize(("extra", "message"), [
     (("--repetitions", "2"), "--repetitions / HELIOS_EXPORTER_REPETITIONS: at least 3 "
-     "repetitions an arm (seed 001 section 2: three off and three on per concurrency), got 2"),
+     "repetitions an arm (the observer-cost protocol: three off and three on per concurrency), got 2"),
     (("--repetitions", "1"), "at least 3 repetitions an arm"),
     (("--concurrency", "1"), "--concurrency 1: C1 and C4 must both be measured, each warmed on "
-     "its own (seed 001 section 2); C4 missing"),
+     "its own (the observer-cost protocol); C4 missing"),
     (("--concurrency", "4,8"), "C1 missing"),
     (("--warmup", "0"), "--warmup / HELIOS_EXPORTER_WARMUP: each concurrency is warmed before "
-     "it is measured (seed 001 section 2): at least 1 warm-up request, got 0"),
+     "it is measured (the observer-cost protocol): at least 1 warm-up request, got 0"),
     (("--witness", "trace"), "--witness 'trace': give snapshot:PATH, "
      "metric:NAME{LABEL=\"V\"} or command:CMD"),
 ])
-def test_a_run_seed_001_would_not_accept_is_refused(tmp_path: Path, extra: tuple[str, ...],
+def test_a_run_the_protocol_would_not_accept_is_refused(tmp_path: Path, extra: tuple[str, ...],
                                                     message: str) -> None:
     done = run(tmp_path, [{"prompt": "a", "max_tokens": 8}], *extra)
     assert done.returncode == 2, done.stderr

@@ -99,7 +99,7 @@ def test_the_order_is_drawn_in_pairs_and_recorded_by_its_seed() -> None:
         assert all(sorted(p) == ["off", "on"] for p in order) and len(set(order)) == 2
     steps = plan("run-1", [1, 4], 3, seed=11)
     assert steps == plan("run-1", [1, 4], 3, seed=11)
-    # 6 orders of three pairs a concurrency (not all in one order): the seed draws among 36.
+    # 6 orders of three pairs a concurrency (not all in one order): the recorded random seed draws among 36.
     assert len({tuple(plan("run-1", [1, 4], 3, seed=n)) for n in range(200)}) == 36
     assert [s.phase for s in steps if s.warmup] == ["run-1/c1/warmup", "run-1/c4/warmup"]
     assert [s.position for s in steps] == list(range(1, 15))

@@ -11,6 +11,8 @@ from alerts.config import read_raw
 from tests.conftest import ROOT
 
 RUNBOOK_DIR = ROOT / "docs" / "runbooks"
+SETUP_PAGE = RUNBOOK_DIR / "README.md"  # the set-up blocks every runbook links to
+SETUP_LINK = "(README.md#set-up)"
 SECTIONS = ("## Meaning", "## Set up", "## Check", "## Act", "## When it resolves", "## Escalate")
 # The first line of a block that belongs to one deployment only.
 # Longest first: "# Kubernetes with TLS" is not "# Kubernetes".
@@ -74,13 +76,21 @@ class Runbook:
     def shell_blocks(self) -> list[Block]:
         return [b for b in self.blocks() if b.lang in ("sh", "bash", "shell")]
 
+    def set_up_text(self) -> str:
+        """The text of the `## Set up` section."""
+        return self.text.split("\n## Set up\n", 1)[-1].split("\n## ", 1)[0] \
+            if "\n## Set up\n" in self.text else ""
+
     def setup_blocks(self) -> dict[str, Block]:
         """The Set up section's first block of each deployment: the one that sets the variables
-        every later block uses."""
+        every later block uses; for a runbook whose Set up section links to the common page,
+        the page's."""
         found: dict[str, Block] = {}
         for block in self.shell_blocks():
             if block.section == "Set up" and block.deployment is not None:
                 found.setdefault(block.deployment, block)
+        if not found and self.path != SETUP_PAGE and SETUP_LINK in self.set_up_text():
+            return setup_page().setup_blocks()
         return found
 
     def command_blocks(self, deployment: str) -> list[Block]:
@@ -110,6 +120,12 @@ class Runbook:
     def prose(self) -> str:
         """The text outside code blocks."""
         return re.sub(r"^[ \t]*```.*?^[ \t]*```[ \t]*$", "", self.text, flags=re.S | re.M)
+
+
+def setup_page() -> Runbook:
+    """docs/runbooks/README.md: the Set up blocks of every deployment, and the blocks that show
+    the sidecar's status, which every runbook links to."""
+    return Runbook(SETUP_PAGE, SETUP_PAGE.read_text(encoding="utf-8"))
 
 
 def runbooks() -> list[Runbook]:

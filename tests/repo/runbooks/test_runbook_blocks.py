@@ -11,15 +11,16 @@ import pytest
 
 from tests.repo.runbooks.deployments import DEPLOYMENTS
 from tests.repo.runbooks.runbook_check import UNREACHABLE, Sample, SetUps, call_problems
-from tests.repo.runbooks.runbook_doc import Runbook, runbooks
+from tests.repo.runbooks.runbook_doc import Runbook, runbooks, setup_page
 
 RUNBOOKS = runbooks()
+PAGES = [setup_page(), *RUNBOOKS]  # the common set-up page's other blocks too (the status view)
 EVENTS = ("drain_started", "restore_started", "window_closed", "abort")
 
 
 def cases() -> list[Any]:
     return [pytest.param(runbook, dep, id=f"{runbook.name}-{dep}")
-            for runbook in RUNBOOKS for dep in DEPLOYMENTS]
+            for runbook in PAGES for dep in DEPLOYMENTS]
 
 
 @pytest.mark.parametrize(("runbook", "dep"), cases())

@@ -18,7 +18,7 @@ import pytest
 from tests.e2e.procs import Stack, stack, wait_for  # noqa: F401  (fixture)
 from tests.repo.runbooks.deployments import Deployment
 from tests.repo.runbooks.runbook_check import TOKEN, SetUps, reach, shim_config
-from tests.repo.runbooks.runbook_doc import runbooks
+from tests.repo.runbooks.runbook_doc import runbooks, setup_page
 from tests.repo.runbooks.runbook_shell import Shell
 from tools.pki import CA, write_web_config
 
@@ -66,7 +66,7 @@ def test_every_block_against_a_real_sidecar(dep: str, stack: Stack, setups: SetU
     wait_for(lambda: live.run('curl -sSf "$SIDECAR/readyz"', config, prelude=prelude).returncode == 0,
              30, "the sidecar answers through the Set up's credentials", proc)
     failures, answered, phases, views = [], 0, 0, 0
-    for rb in RUNBOOKS:
+    for rb in [setup_page(), *RUNBOOKS]:  # the common page shows the terminal view
         for block in rb.command_blocks(dep):
             text = block.text.replace(" --watch", "")  # the terminal view once, not until Ctrl-C
             out = live.run(text, config, prelude=prelude)
@@ -88,4 +88,4 @@ def test_every_block_against_a_real_sidecar(dep: str, stack: Stack, setups: SetU
                 failures.append(f"{rb.name} {block.where}: {problems}\n{text}{out.stdout}{out.stderr}")
     assert failures == [], "\n".join(failures)
     # The real path was taken: events answered, /status read, the terminal view shown.
-    assert answered >= 4 and phases >= 5 and views >= 16, (answered, phases, views)
+    assert answered >= 4 and phases >= 5 and views >= 1, (answered, phases, views)

@@ -8,7 +8,8 @@ produces, where each deployment mounts the events token, which ports and Alertma
 against the real code: the sidecar's routes, the events API's body model, the CLI's parser, a
 `/status` rendered by a real sidecar (tests/repo/runbooks/status_sample.py), the metric names the sidecar
 exports or the rules record, and PromQL parsed by promql-parser. This file checks the Set up
-blocks, the queries and the `/status` fields the prose names; `test_runbook_blocks.py` runs every
+blocks (written once, on docs/runbooks/README.md, which every runbook's Set up section links
+to), the queries and the `/status` fields the prose names; `test_runbook_blocks.py` runs every
 other block (against a sidecar that answers and one that does not); `test_runbook_amtool_e2e.py`
 runs the amtool commands against a real Alertmanager.
 """
@@ -27,15 +28,11 @@ from tests.conftest import ROOT
 from tests.dashboards.promql import known_metrics
 from tests.repo.runbooks.deployments import DEPLOYMENTS, Deployment
 from tests.repo.runbooks.runbook_check import TOKEN, UNREACHABLE, Sample, SetUps, call_problems
-from tests.repo.runbooks.runbook_doc import SECTIONS, Runbook, runbooks, status_fields
+from tests.repo.runbooks.runbook_doc import SECTIONS, SETUP_LINK, Runbook, runbooks, setup_page, status_fields
 
 RUNBOOKS = runbooks()
 IDS = [r.name for r in RUNBOOKS]
-
-
-def cases() -> list[Any]:
-    return [pytest.param(runbook, dep, id=f"{runbook.name}-{dep}")
-            for runbook in RUNBOOKS for dep in DEPLOYMENTS]
+PAGE = setup_page()
 
 
 # -- the tests -------------------------------------------------------------------------------------
@@ -45,13 +42,17 @@ def test_sections_in_order(runbook: Runbook) -> None:
     """What it means, how to reach it, what to check, what to do, what its resolve means."""
     headings = [h for h in runbook.headings() if h in SECTIONS]
     assert headings == list(SECTIONS), f"{runbook.name}: sections {runbook.headings()}"
+    # Its Set up section links to the common page, whose blocks every deployment has.
+    assert SETUP_LINK in runbook.set_up_text(), runbook.name
     assert set(runbook.setup_blocks()) == set(DEPLOYMENTS), runbook.name
+    assert runbook.setup_blocks() == PAGE.setup_blocks()
 
 
-@pytest.mark.parametrize(("runbook", "dep"), cases())
-def test_set_up_points_at_what_the_deployment_really_has(runbook: Runbook, dep: str,
-                                                         setups: SetUps, sample: Sample) -> None:
-    setup = setups(runbook, dep)
+@pytest.mark.parametrize("dep", DEPLOYMENTS)
+def test_set_up_points_at_what_the_deployment_really_has(dep: str, setups: SetUps,
+                                                         sample: Sample) -> None:
+    """The common page's block of each deployment (docs/runbooks/README.md)."""
+    setup = setups(PAGE, dep)
     r, ran = setup.reach, setup.alive
     assert ran.problems() == [], ran.stderr
     wanted = {"INSTANCE": r.deployment.instance, "CLUSTER": "", "SIDECAR": r.sidecar,
@@ -131,7 +132,7 @@ def _jq_null_paths(doc_file: str, paths: set[str]) -> list[str]:
     return missing
 
 
-@pytest.mark.parametrize("runbook", RUNBOOKS, ids=IDS)
+@pytest.mark.parametrize("runbook", [PAGE, *RUNBOOKS], ids=["set-up", *IDS])
 def test_status_fields_it_names_exist(runbook: Runbook, sample: Sample) -> None:
     """The `/status` fields the prose tells people to read are in a real `/status`."""
     fields = status_fields(runbook.prose(), set(sample.status))
