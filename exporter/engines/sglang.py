@@ -45,11 +45,14 @@ def _page_size(r: Reader) -> float | None:
 
 
 def _pages(r: Reader, free: bool) -> float | None:
-    size, pair = _page_size(r), _pair(r, HOST_TOTAL, HOST_USED)
+    size = _page_size(r)
+    if not free:
+        total = r.one(HOST_TOTAL)
+        return None if size is None or total is None else float(total // size)
+    pair = _pair(r, HOST_TOTAL, HOST_USED)
     if size is None or pair is None:
         return None
-    total, used = pair
-    return float((total - used if free else total) // size)
+    return float((pair[0] - pair[1]) // size)
 
 
 def _traffic(r: Reader, name: str, **match: str) -> float | None:
@@ -102,14 +105,13 @@ def _load_seconds(r: Reader) -> Hist | None:
 HOST = (HOST_TOTAL,)
 MAPPING = Mapping("sglang", "0.5.23", (
     Row("slab_capacity.row", "native", "states", "`sglang:hicache_host_mamba_total_states`: the "
-        "host Mamba state pool is the row slab", (MAMBA_TOTAL, MAMBA_USED),
-        lambda r: None if (p := _pair(r, MAMBA_TOTAL, MAMBA_USED)) is None else p[0]),
+        "host Mamba state pool is the row slab", (MAMBA_TOTAL,), lambda r: r.one(MAMBA_TOTAL)),
     Row("slab_free.row", "derived", "states", "`hicache_host_mamba_total_states` - "
         "`hicache_host_mamba_used_states`", (MAMBA_TOTAL, MAMBA_USED),
         lambda r: None if (p := _pair(r, MAMBA_TOTAL, MAMBA_USED)) is None else p[0] - p[1]),
     Row("slab_capacity.page", "derived", "pages", "`hicache_host_total_tokens` / `page_size` "
         "(whole pages; only where `sglang:page_size` is exported)",
-        (HOST_TOTAL, HOST_USED, PAGE_SIZE), lambda r: _pages(r, free=False)),
+        (HOST_TOTAL, PAGE_SIZE), lambda r: _pages(r, free=False)),
     Row("slab_free.page", "derived", "pages", "(`hicache_host_total_tokens` - "
         "`hicache_host_used_tokens`) / `page_size` (whole pages)",
         (HOST_TOTAL, HOST_USED, PAGE_SIZE), lambda r: _pages(r, free=True)),
