@@ -24,7 +24,7 @@ LOAD_SECONDS = V + "load_back_duration_seconds"
 DROPPED = V + "hicache_dropped_tokens_total"
 CACHED, PROMPT = V + "cached_tokens_total", V + "prompt_tokens_total"
 REQUESTS = V + "num_requests_total"
-NO_EVICTION_CAUSE = ("an eviction request of the host tier by slab pressure, and how it ended "
+NO_EVICTION_CAUSE = ("host-tier evictions by slab pressure, and how they ended, are not counted "
                      "(sglang:evicted_tokens_total is device KV slots freed, in tokens)")
 
 
@@ -123,9 +123,9 @@ MAPPING = Mapping("sglang", "0.5.23", (
            "records is exported"),
     absent("resident_bytes", "no bytes resident in the host pools are exported",
            "a gauge of host bytes in use"),
-    absent("eviction_attempts", "no " + NO_EVICTION_CAUSE,
+    absent("eviction_attempts", NO_EVICTION_CAUSE,
            "host-tier eviction counters by pool (row: Mamba, page: KV)"),
-    absent("eviction_outcomes", "no " + NO_EVICTION_CAUSE),
+    absent("eviction_outcomes", NO_EVICTION_CAUSE),
     absent("retired_leaves", "the radix tree's leaf retirement is not counted"),
     absent("ancestor_compactions", "no ancestor compaction exists in SGLang's radix cache"),
     Row("lookups", "derived", "requests", "`sglang:num_requests_total`: every request's prompt "

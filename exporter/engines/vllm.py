@@ -60,8 +60,10 @@ MAPPING = Mapping("vllm", "0.33.0", (
     absent("lookup_hits", "prefix hits are counted in tokens (prefix_cache_hits), not lookups",
            "a counter of requests with a prefix hit"),
     absent("lookup_misses", "no miss reasons are exported", "a miss counter by reason"),
-    absent("host_stores", "stores are counted in bytes only (kv_offload_store_bytes)",
-           "a counter of store operations"),
+    Row("host_stores", "derived", "bytes", "`vllm:kv_offload_store_bytes_total` (else the "
+        "deprecated `kv_offload_total_bytes_total{transfer_type=\"GPU_to_CPU\"}`): vLLM counts "
+        "stores in bytes, not in stores", (STORE_BYTES, TOTAL_BYTES),
+        lambda r: _bytes(r, STORE_BYTES, "GPU_to_CPU"), gap="a counter of store operations"),
     Row("host_tokens_restored", "native", "tokens", "`vllm:prompt_tokens_by_source_total"
         "{source=\"external_kv_transfer\"}`: prompt tokens loaded through the KV connector",
         (BY_SOURCE,), lambda r: _source(r, "external_kv_transfer")),
