@@ -170,3 +170,22 @@ def test_the_window_opens_when_the_engine_disappears(tmp_path: Path) -> None:
     assert s.status()["engine_kind"]["unknown"] == ["drain", "admission",
                                                     "post-restore identity checks"]
     s.close()
+
+
+def test_the_option_and_its_variable(tmp_path: Path) -> None:
+    import argparse
+
+    from exporter import config as cfg
+
+    parser = argparse.ArgumentParser()
+    cfg.add_arguments(parser, "serve")
+    base = ["--engine-url", "http://e", "--state-dir", str(tmp_path)]
+    assert cfg.load(parser.parse_args(base), "serve", {}).engine_kind == "helios"
+    env = {"HELIOS_EXPORTER_ENGINE_KIND": "auto"}
+    assert cfg.load(parser.parse_args(base), "serve", env).engine_kind == "auto"
+    assert cfg.load(parser.parse_args([*base, "--engine-kind", "vllm"]), "serve",
+                    env).engine_kind == "vllm"
+    with pytest.raises(cfg.ConfigError) as exc:
+        cfg.load(parser.parse_args([*base, "--engine-kind", "lmcache"]), "serve", {})
+    assert exc.value.errors == ["--engine-kind / HELIOS_EXPORTER_ENGINE_KIND: expected helios, "
+                                "sglang, vllm or auto, got 'lmcache'"]
