@@ -24,17 +24,23 @@ def exposed(text: str) -> dict[str, dict[str, Any]]:
             labels.update(k for k in sample.labels if k not in ("le", "quantile"))
         families[family.name] = {"type": family.type, "labels": sorted(labels),
                                  "samples": sorted({s.name for s in family.samples})}
+    # The text format (0.0.4) writes a counter's or histogram's `_created`
+    # samples as a gauge family of their own: they belong to the family they time.
+    for name in [n for n in families if n.endswith("_created")]:
+        base = families.get(name.removesuffix("_created"))
+        if base is not None and base["type"] in ("counter", "histogram", "summary"):
+            base["samples"] = sorted({*base["samples"], *families.pop(name)["samples"]})
     return families
 
 
 def name_form(names: list[str], prefix: str) -> str:
-    colon = all(name.startswith(prefix + ":") for name in names)
-    underscore = all(name.startswith(prefix + "_") for name in names)
-    if colon:
-        return f"{prefix}:x"
-    if underscore:
-        return f"{prefix}_x"
-    return "mixed"
+    """How the engine's own families are spelled: `prefix:x`, `prefix_x`,
+    "mixed", or "none" (the client library's process_*/python_* aside)."""
+    forms = {name[len(prefix)] for name in names
+             if name.startswith(prefix) and name[len(prefix):len(prefix) + 1] in (":", "_")}
+    if len(forms) > 1:
+        return "mixed"
+    return f"{prefix}{forms.pop()}x" if forms else "none"
 
 
 def write(
@@ -58,6 +64,7 @@ def write(
         for name, family in exposed(text).items():
             entry = seen.setdefault(name, {**family, "exposed_in": []})
             entry["labels"] = sorted(set(entry["labels"]) | set(family["labels"]))
+            entry["samples"] = sorted(set(entry["samples"]) | set(family["samples"]))
             entry["exposed_in"].append(f"{slug}.prom")
     families = []
     for family in defined:
@@ -65,6 +72,7 @@ def write(
         shown = seen.get(family["name"])
         row["exposed_labels"] = shown["labels"] if shown else None
         row["exposed_in"] = shown["exposed_in"] if shown else []
+        row["exposed_samples"] = shown["samples"] if shown else []
         families.append(row)
     names = [family["name"] for family in defined]
     meta = {

@@ -241,7 +241,7 @@ def main(argv: list[str]) -> int:
     # every process's files (add_prometheus_middleware).
     multiproc = tempfile.TemporaryDirectory(prefix="sglang-prom-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = multiproc.name
-    root = wheels.extract(wheels.SGLANG, MEMBERS)
+    root = wheels.extract(wheels.SGLANG, MEMBERS, suffix=".py")
     msgspec_root = wheels.extract(wheels.MSGSPEC, ("msgspec/",))
     sys.path[:0] = [str(root), str(msgspec_root)]
     stubbed = Stubbed()

@@ -103,16 +103,20 @@ def verify(wheel: Wheel, path: Path) -> Path:
     return path
 
 
-def extract(wheel: Wheel, members: tuple[str, ...], cache: Path = CACHE) -> Path:
-    """The folder holding the wheel's files under the given prefixes."""
+def extract(
+    wheel: Wheel, members: tuple[str, ...], cache: Path = CACHE, suffix: str = ""
+) -> Path:
+    """The folder holding the wheel's files under the given prefixes (and
+    with the given ending: ".py" leaves a wheel's compiled kernels packed)."""
     path = download(wheel, cache)
     target = cache / "extracted" / wheel.filename.removesuffix(".whl")
     stamp = target / ".sha256"
-    if stamp.exists() and stamp.read_text() == wheel.sha256 + repr(members):
+    key = wheel.sha256 + repr(members) + suffix
+    if stamp.exists() and stamp.read_text() == key:
         return target
     with zipfile.ZipFile(path) as archive:
         for name in archive.namelist():
-            if name.startswith(members):
+            if name.startswith(members) and name.endswith(suffix):
                 archive.extract(name, target)
-    stamp.write_text(wheel.sha256 + repr(members))
+    stamp.write_text(key)
     return target
