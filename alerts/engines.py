@@ -19,7 +19,9 @@ from exporter.engines.signals import SIGNALS
 
 # Families the sidecar derives from signals (no field of their own): supplied when one is.
 DERIVED: Mapping[str, tuple[str, ...]] = {
-    "helios_offload_geometry_consistent": ("budget_bytes", "lookup_hits", "lookup_misses"),
+    # Each rule needs one of these (with budget_bytes for the first two).
+    "helios_offload_geometry_consistent": ("slab_record_bytes", "resident_bytes", "lookup_hits",
+                                           "lookup_misses"),
     "helios_offload_row_pressure_with_page_headroom_total": ("eviction_attempts",),
     "helios_restore_incumbent_inflight_requests": ("inflight_requests",),
     "helios_engine_pin_ok": ("ranks",),  # identity pins and ranks: no identity is exported

@@ -8,7 +8,7 @@ Every argument is a value; None leaves its series out. `form` is `colon` (`sglan
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 RANK = {"model_name": "m", "tp_rank": "0", "pp_rank": "0"}
 
@@ -67,7 +67,7 @@ def sglang(*, mamba_total: float | None = 512, mamba_used: float | None = 100,
 
 def vllm(*, store_bytes: float | None = 1 << 20, load_bytes: float | None = 1 << 19,
          total_bytes: bool = False, local_compute: float | None = 500,
-         local_cache_hit: float | None = 300, external: float | None = 200,
+         device: float | None = 300, host: float | None = 200, stores: float | None = 4,
          requests: float | None = 5, form: str = "colon") -> str:
     reg = CollectorRegistry()
     n = lambda name: _name("vllm", name, form)  # noqa: E731
@@ -84,14 +84,21 @@ def vllm(*, store_bytes: float | None = 1 << 20, load_bytes: float | None = 1 <<
                             ("kv_offload_load_bytes", load_bytes)):
             if value is not None:
                 Counter(n(name), name, labels, registry=reg).labels("m", "0").inc(value)
-    source = Counter(n("prompt_tokens_by_source"), "by source", [*labels, "source"],
+    if stores is not None:
+        size = Histogram(n("kv_offload_store_size"), "sizes", labels, registry=reg,
+                         buckets=(1 << 20, float("inf")))
+        for _ in range(int(stores)):
+            size.labels("m", "0").observe(1000)
+    if local_compute is not None:
+        Counter(n("prompt_tokens_by_source"), "by source", [*labels, "source"],
+                registry=reg).labels("m", "0", "local_compute").inc(local_compute)
+    cached = Counter(n("prompt_tokens_cached_by_source"), "cached", [*labels, "source"],
                      registry=reg)
-    for name, value in (("local_compute", local_compute), ("local_cache_hit", local_cache_hit),
-                        ("external_kv_transfer", external)):
+    for name, value in (("device", device), ("host", host)):
         if value is not None:
-            source.labels("m", "0", name).inc(value)
+            cached.labels("m", "0", name).inc(value)
     Counter(n("prompt_tokens"), "prompt", labels, registry=reg).labels("m", "0").inc(
-        (local_compute or 0) + (local_cache_hit or 0) + (external or 0))
+        (local_compute or 0) + (device or 0) + (host or 0))
     if requests is not None:
         Counter(n("request_success"), "ok", [*labels, "finished_reason"],
                 registry=reg).labels("m", "0", "stop").inc(requests)

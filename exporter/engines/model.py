@@ -65,6 +65,19 @@ class Reader:
         values = [v for _, v in self._series(name, match)]
         return math.fsum(values) if values else None
 
+    def label(self, name: str, label: str) -> float | None:
+        """A number an info gauge states as a label value (`block_size="64"`); None when no
+        series has it; Inconsistent when it is not a number or two series disagree."""
+        texts = {labels[label] for labels, _ in self._series(name, {}) if label in labels}
+        if not texts:
+            return None
+        if len(texts) > 1:
+            raise Inconsistent(f"{name}{{{label}}} is {' and '.join(sorted(texts))}")
+        try:
+            return float(texts.pop())
+        except ValueError:
+            raise Inconsistent(f"{name}{{{label}}} is not a number") from None
+
     def histogram(self, name: str, **match: str) -> Hist | None:
         """The histogram `name` (`_bucket`, `_sum`, `_count`), its series summed per `le`."""
         buckets: dict[str, float] = {}

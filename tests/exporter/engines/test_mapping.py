@@ -123,3 +123,30 @@ def test_every_signal_has_a_row_in_every_mapping() -> None:
         assert [r.signal for r in mapping.rows] == list(BY_NAME)
         with pytest.raises(AssertionError, match="one row per signal"):
             Mapping(mapping.kind, mapping.version, mapping.rows[1:])
+
+
+def test_vllm_scenario_reads_as_the_engine_says() -> None:
+    mapping = MAPPINGS["vllm"]
+    path = fixture(mapping)
+    for step in json.loads((path / "fixture.json").read_text())["steps"]:
+        text = (path / step["file"]).read_text()
+        exp = parse(text, mapping.wanted())
+        tr = translate(mapping, exp)
+        assert tr.dropped == {}, step["file"]
+        v = engine_values(text)
+        assert exp.start_time == one(v, "process_start_time_seconds")
+        host = one(v, "vllm:prompt_tokens_cached_by_source_total", source="host")
+        assert field(tr, "prompt_tokens.host_restored") == host
+        assert field(tr, "host.tokens_restored") == host
+        stored = one(v, "vllm:kv_offload_store_bytes_total")
+        if stored is None:  # the deprecated family says the same
+            stored = one(v, "vllm:kv_offload_total_bytes_total", transfer_type="GPU_to_CPU")
+        assert field(tr, "host.stored_bytes") == stored
+        # Occupancy is never read from the share pinned by transfers.
+        if one(v, "vllm:simple_kv_offload_used_blocks") is None:
+            assert "slabs" not in tr.fields and tr.coverage["slab_free.page"] == "absent"
+        else:
+            info = next(labels for labels, _ in v["vllm:simple_kv_offload_info"])
+            capacity = float(info["capacity_blocks"])
+            assert field(tr, "slabs.page.free") == capacity - one(
+                v, "vllm:simple_kv_offload_used_blocks")

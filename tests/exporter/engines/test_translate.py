@@ -133,6 +133,14 @@ def test_vllm_occupancy_is_never_read_from_the_pinned_share() -> None:
     assert "slabs" not in tr.fields and "resident" not in tr.fields
     for signal in ("slab_capacity.page", "slab_free.page", "resident_records"):
         assert tr.coverage[signal] == "absent"
+    assert value(tr, "host_stores") == 4.0 and value(tr, "prompt_tokens.host_restored") == 200
+
+
+def test_an_info_label_that_is_not_a_number_is_dropped() -> None:
+    text = engine_expositions.vllm() + 'vllm:cache_config_info{block_size="sixty"} 1.0\n'
+    tr = run("vllm", text)
+    assert "offload.geometry.page_tokens" in tr.dropped
+    assert value(tr, "host_stores") == 4.0
 
 
 def test_a_family_the_engine_lacks_is_absent_not_zero() -> None:
