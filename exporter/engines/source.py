@@ -29,7 +29,7 @@ from exporter.engines.model import Mapping
 from exporter.engines.signals import SIGNALS
 from exporter.engines.state import KindState
 from exporter.engines.translate import Translated, translate
-from exporter.labels import ErrorReason
+from exporter.labels import HEALTH_PATH, ErrorReason
 from exporter.snapshot import Lookups, Offload, Snapshot
 from exporter.sources.base import Result
 from exporter.sources.engine import METRICS_PATH, EngineSource
@@ -48,6 +48,7 @@ class KindSource(EngineSource):
                                MAPPINGS[kind].name if kind in MAPPINGS else None)
         self._identity: Identity | None = None
         self._shared: asyncio.Future[Fetched] | None = None
+        self._last_dropped: frozenset[str] = frozenset()  # logged once per change
 
     # -- the one /metrics request of a cycle -----------------------------------------------------
     async def _metrics_body(self) -> Fetched:
@@ -63,7 +64,7 @@ class KindSource(EngineSource):
         health: Fetched = (b"", None, "")
         if mapping is not None:
             (body, reason, message), health = await asyncio.gather(
-                asyncio.shield(shared), self._get(mapping.health_path, "health"))
+                asyncio.shield(shared), self._get(mapping.health_path, HEALTH_PATH))
         else:
             body, reason, message = await asyncio.shield(shared)
         if health[1] is not None:
@@ -123,9 +124,9 @@ class KindSource(EngineSource):
         tr = translate(mapping, exp)
         self._identity = identity.advance(self._identity, mapping.kind, exp, _counters(tr), now)
         _log_coverage(mapping, self.state.coverage, tr.coverage)
-        if tr.dropped and tr.dropped.keys() != self._last_dropped:
+        if tr.dropped and frozenset(tr.dropped) != self._last_dropped:
             log.warning("engine_values_dropped", kind=mapping.kind, fields=tr.dropped)
-        self._last_dropped = tr.dropped.keys()
+        self._last_dropped = frozenset(tr.dropped)
         self.state = replace(self.state, coverage=MappingProxyType(dict(tr.coverage)),
                              evidence=self._identity.evidence)
         fields = tr.fields
@@ -138,8 +139,6 @@ class KindSource(EngineSource):
                         started_at=self._identity.started_at, identity=None, admission=None,
                         ranks=None, offload=offload, dropped_fields=tuple(tr.dropped),
                         schema_version=3, engine=mapping.kind)
-
-    _last_dropped: Any = frozenset()
 
 
 def _counters(tr: Translated) -> dict[str, float]:
