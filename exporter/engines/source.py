@@ -131,8 +131,11 @@ class KindSource(EngineSource):
                              evidence=self._identity.evidence)
         fields = tr.fields
         lookups = fields.get("lookups", {})
+        budget = fields.get("budget_bytes")
+        # The typed slabs stay empty: the geometry rules need record sizes no engine states.
         offload = None if not fields else Offload(
-            budget_bytes=None, slabs={}, resident_bytes=None, evictions={},
+            budget_bytes=None if budget is None else int(budget), slabs={}, resident_bytes=None,
+            evictions={},
             lookups=Lookups(int(lookups["total"]), None, None) if "total" in lookups else None,
             fields=fields)
         return Snapshot(generation=self._identity.generation, generation_derived=True,
