@@ -85,7 +85,14 @@ class Reader:
             le = labels.get("le")
             if le is None:
                 raise Inconsistent(f"{name}_bucket without le")
-            le = "+Inf" if le == "+Inf" else repr(float(le))
+            if le != "+Inf":
+                try:
+                    bound = float(le)
+                except ValueError:
+                    bound = math.nan
+                if not math.isfinite(bound):  # only `+Inf` is the last bucket
+                    raise Inconsistent(f"{name}_bucket with le {le!r}")
+                le = repr(bound)
             buckets[le] = buckets.get(le, 0.0) + v
         total, count = self.total(name + "_sum", **match), self.total(name + "_count", **match)
         if not buckets or total is None or count is None:
