@@ -33,6 +33,7 @@ from exporter.labels import HEALTH_PATH, ErrorReason
 from exporter.snapshot import Lookups, Offload, Snapshot
 from exporter.sources.base import Result
 from exporter.sources.engine import METRICS_PATH, EngineSource
+from exporter.sources.http import off_loop_if_large
 
 log = structlog.get_logger("helios_exporter.engines")
 Fetched = tuple[bytes | None, ErrorReason | None, str]
@@ -78,7 +79,8 @@ class KindSource(EngineSource):
         except UnicodeDecodeError:
             return Result(None, started, self.timer() - t0, ErrorReason.DECODE,
                           "engine /metrics is not UTF-8")
-        exp = parse(text, mapping.wanted() if mapping is not None else _ALL_WANTED)
+        exp = await off_loop_if_large(len(body), parse, text,
+                                      mapping.wanted() if mapping is not None else _ALL_WANTED)
         found = kinds.found(exp)
         if mapping is None:  # auto, not decided yet
             if found == "unknown":
