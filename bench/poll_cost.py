@@ -2,6 +2,9 @@
 
     .venv/bin/python bench/poll_cost.py [--cycles 500] [--steady-seconds 60] [--json PATH]
 
+With `cycle_sglang`, the same in-process cycles of a sidecar of `--engine-kind sglang` against
+the exposition SGLang 0.5.23's own code renders (tests/fixtures/engines/), beside Helios's.
+
 1. In process: `tools.harness.make_sidecar` with a `StubEngine` (httpx MockTransport) serving the
    example snapshot of docs/interface.md (tests/fixtures/snapshots/contract_example.json) and the
    real SGLang /metrics; `time.process_time()` around each `await loop.cycle()` (the CPU of every
@@ -46,6 +49,7 @@ from benchlib import (
 sys.path.insert(0, str(ROOT))
 SGLANG = ROOT / "tests" / "fixtures" / "real" / "sglang_production_metrics.prom"
 SNAPSHOT = ROOT / "tests" / "fixtures" / "snapshots" / "contract_example.json"
+SGLANG_OWN = ROOT / "tests" / "fixtures" / "engines" / "sglang-0.5.23" / "03-reuse-from-host.prom"
 
 
 def _ms(values: list[float]) -> dict[str, float]:
@@ -145,6 +149,33 @@ async def cycle_cost(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any
     return {"cycles": cycles, "warmup": warmup, "sources_up": ok, "engine_requests": requests,
             "cpu": _ms(cpu), "wall": _ms(wall), "render_after_cycle_cpu": _ms(render),
             "exposition_bytes": len(body), "exposition_samples": exported}
+
+
+async def sglang_cycle_cost(cycles: int, warmup: int, state_dir: Path) -> dict[str, Any]:
+    """The same cycles with `--engine-kind sglang` against the exposition SGLang's own code
+    renders for a hybrid model with a host tier (tests/fixtures/engines/): one /metrics parse
+    for the mapping and the pass-through, and the health path."""
+    from tools.harness import make_sidecar
+
+    text = SGLANG_OWN.read_text()
+
+    def engine(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=text if request.url.path == "/metrics" else "")
+
+    sidecar = make_sidecar(engine, state_dir, engine_kind="sglang")
+    try:
+        for _ in range(warmup):
+            await sidecar.loop.cycle()
+        cpu = []
+        for _ in range(cycles):
+            c0 = time.process_time()
+            await sidecar.loop.cycle()
+            cpu.append(time.process_time() - c0)
+        ok = sidecar.loop.view.sources["engine_snapshot"].up
+    finally:
+        sidecar.close()
+        await sidecar.client.aclose()
+    return {"cycles": cycles, "sources_up": ok, "exposition_bytes": len(text), "cpu": _ms(cpu)}
 
 
 def _passthrough_poll(text: str) -> Callable[[], None]:
@@ -272,11 +303,15 @@ def main() -> int:
         work = args.workdir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         (work / "state").mkdir(exist_ok=True)
+        (work / "sglang").mkdir(exist_ok=True)
         cycle = asyncio.run(_cycles(args.cycles, args.warmup, work / "state"))
         print(f"poll cycle cpu: median {cycle['cpu']['median_ms']:.3f} ms, p99 "
               f"{cycle['cpu']['p99_ms']:.3f} ms", file=sys.stderr)
+        mapped = asyncio.run(sglang_cycle_cost(args.cycles, args.warmup, work / "sglang"))
+        print(f"poll cycle cpu, --engine-kind sglang: median {mapped['cpu']['median_ms']:.3f} "
+              f"ms, p99 {mapped['cpu']['p99_ms']:.3f} ms", file=sys.stderr)
         result: dict[str, Any] = {"benchmark": "poll_cost", "cycle": cycle,
-                                  "loadavg_after_cycles": loadavg()}
+                                  "cycle_sglang": mapped, "loadavg_after_cycles": loadavg()}
         if args.steady_seconds > 0:
             result["steady"] = steady(args.steady_seconds, work / "steady")
             s = result["steady"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import units
 
+from dashboards.engines import engine_kind
 from dashboards.lib import (
     Layout,
     Scope,
@@ -288,6 +289,7 @@ def build(settings: Settings) -> db.Dashboard:
           for ref, (metric, legend) in zip(refs, PER_REQUEST, strict=True)),
         min_val=0, no_value="no finished requests"), 12, 6)
     host_tier(grid, o)
+    engine_kind(grid, scope)
     return d
 
 

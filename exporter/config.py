@@ -20,6 +20,7 @@ from typing import Any
 
 from exporter import defaults, options, placeholders
 from exporter.cycle.pins import POWER_LIMIT_TOLERANCE_WATTS
+from exporter.labels import ENGINE_KIND_CHOICES
 from exporter.logs import FORMATS as LOG_FORMATS
 from exporter.logs import LEVELS as LOG_LEVELS
 from exporter.snapshot.validate import label_value_ok, max_ranks
@@ -51,6 +52,10 @@ class Option(options.Option):
 OPTIONS: tuple[Option, ...] = (
     Option("--engine-url", "url", None, "Engine base URL, e.g. http://127.0.0.1:8000.",
            ("serve", "check"), required=True),
+    Option("--engine-kind", "str", "helios",
+           "What the engine is: helios (its offload snapshot), sglang or vllm (their /metrics "
+           "and health path through the mapping of docs/engines.md), or auto (decided from the "
+           "engine's /metrics families, and logged).", choices=ENGINE_KIND_CHOICES),
     Option("--listen", "listen", f"{defaults.LISTEN_HOST}:{defaults.LISTEN_PORT}",
            "HOST:PORT the sidecar serves on."),
     Option("--poll-interval", "float", defaults.POLL_INTERVAL,
@@ -142,6 +147,7 @@ OPTIONS: tuple[Option, ...] = (
 @dataclass(frozen=True, slots=True)
 class Config:
     engine_url: str
+    engine_kind: str = "helios"
     listen_host: str = defaults.LISTEN_HOST
     listen_port: int = defaults.LISTEN_PORT
     poll_interval: float = defaults.POLL_INTERVAL

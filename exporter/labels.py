@@ -30,6 +30,9 @@ MISS_REASONS: Final = (
 PHASE_NAME_PATTERN: Final = r"^[A-Za-z0-9._/-]{1,64}$"
 SOURCES: Final = ("engine_snapshot", "engine_metrics", "nvml", "host")
 ENGINE_PATHS: Final = ("snapshot", "metrics")  # what the sidecar requests from the engine
+# ... and, of an engine of another kind (`--engine-kind sglang|vllm`), its health path: counted
+# from its first request, never zero-filled (a Helios sidecar's series stay as they were).
+HEALTH_PATH: Final = "health"
 # Snapshot v3's additions to `offload` (docs/snapshot.md, "Schema v3").
 STORE_OUTCOMES: Final = ("stored", "dropped_full", "dropped_ineligible", "failed")
 EVICTED_BY: Final = ("row", "page", "ancestor_compaction")
@@ -44,7 +47,7 @@ GEOMETRY_RULES: Final = ("slabs_within_budget", "resident_within_budget", "looku
                          "record_bytes_match_layout")
 
 # `helios_exporter_collector_success{collector}`: every collector of /metrics, in exposition order.
-COLLECTORS: Final = ("offload", "pins", "passthrough", "restore", "exporter", "host",
+COLLECTORS: Final = ("offload", "engines", "pins", "passthrough", "restore", "exporter", "host",
                      "experiment", "gpu", "http", "build_info", "process", "platform")
 # What goes missing from /metrics while a collector fails (exporter/collectors/registry.py registers them;
 # their docstrings show what each renders), and the alerts that go blind with it: said by
@@ -72,6 +75,10 @@ COLLECTOR_MISSING: dict[str, Missing] = {
                         "helios_engine_inflight_requests", "helios_offload_*",
                         "helios_monitoring_generation_*"),
                        "the engine and offload series", blind="the offload alerts cannot fire"),
+    "engines": Missing(("helios_engine_kind_info", "helios_engine_signal_coverage",
+                        "helios_engine_kind_mismatch"),
+                       "the engine kind and its signals' coverage (--engine-kind other than "
+                       "helios)"),
     "pins": Missing(("helios_engine_pin_ok",), blind="HeliosEnginePinMismatch cannot fire"),
     "passthrough": Missing(("helios_engine_native_*",), "the engine's re-exported families"),
     "restore": Missing(("helios_restore_*", "helios_engine_unplanned_restarts_total"),
@@ -156,3 +163,29 @@ def miss_counts(misses: Mapping[str, int]) -> dict[str, int]:
     for key, count in misses.items():
         out[miss_reason(key)] += count
     return out
+
+# Engine kinds (`serve --engine-kind`, exporter/engines/): what the sidecar reads the engine as.
+# `helios_engine_kind_info{kind}`, `helios_engine_kind_mismatch{kind,found}` (found: also
+# `unknown`, /metrics without any engine's families); `auto` decides one of ENGINE_KINDS.
+ENGINE_KINDS: Final = ("helios", "sglang", "vllm")
+ENGINE_KIND_CHOICES: Final = (*ENGINE_KINDS, "auto")
+ENGINE_KIND_FOUND: Final = (*ENGINE_KINDS, "unknown")
+KIND_DECIDED: Final = ("configured", "auto")
+# `helios_engine_signal_coverage{signal,source}`: each catalogue signal a mapped engine can fill
+# (exporter/engines/signals.py), and whether this engine supplies it now.
+COVERAGE_SOURCES: Final = ("native", "derived", "absent")
+ENGINE_SIGNALS: Final = (
+    "slab_capacity.row", "slab_free.row", "slab_capacity.page", "slab_free.page",
+    "slab_record_bytes", "budget_bytes", "resident_records", "resident_bytes",
+    "eviction_attempts", "eviction_outcomes", "retired_leaves", "ancestor_compactions",
+    "lookups", "lookup_hits", "lookup_misses", "host_stores", "host_tokens_restored",
+    "prompt_tokens_reused", "store_outcomes.stored", "store_outcomes.dropped_full",
+    "store_outcomes.dropped_ineligible", "store_outcomes.failed", "stored_bytes",
+    "restore_transfer_bytes", "restore_transfer_seconds", "eviction_age_seconds",
+    "eviction_idle_seconds", "lookup_blocked_tokens", "lookup_evicted_misses",
+    "prompt_tokens.computed", "prompt_tokens.gpu_prefix", "prompt_tokens.host_restored",
+    "page_tokens", "row_checkpoint_interval_tokens", "min_reusable_tokens", "admission",
+    "inflight_requests", "ranks", "generation",
+)
+# How a mapped engine's generation is derived (docs/engines.md, "Identity").
+IDENTITY_EVIDENCE: Final = ("process_start_time", "counter_created", "counter_reset")

@@ -10,6 +10,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import httpx
@@ -26,6 +27,8 @@ from exporter.cycle.loop import PollLoop
 from exporter.cycle.pins import Pins
 from exporter.defaults import HOST_TIMEOUT
 from exporter.durable import DirectoryHeld, DirectoryLock
+from exporter.engines.source import KindSource
+from exporter.engines.state import KindState
 from exporter.layout import LayoutError, Records, load, records
 from exporter.oncall.html import page
 from exporter.phases.book import PhaseBook, PhaseStore
@@ -71,6 +74,7 @@ class Sidecar:
     connections: ConnectionGuard
     auth_failures: AuthFailures
     web: WebConfigState | None
+    kind: Callable[[], KindState] | None = None
 
     def close(self) -> None:
         self.loop.close()
@@ -87,10 +91,13 @@ class Sidecar:
 
     def _status(self, now: float) -> dict[str, Any]:
         # The collectors' health for the published view, learned without rendering /metrics.
-        return status(self.loop.view, self.keeper.bounds, self.config, now,
-                      since_last_cycle=self.loop.since_last_cycle(),
-                      collectors=self.cache.health(),
-                      web=None if self.web is None else self.web.status())
+        out = status(self.loop.view, self.keeper.bounds, self.config, now,
+                     since_last_cycle=self.loop.since_last_cycle(),
+                     collectors=self.cache.health(),
+                     web=None if self.web is None else self.web.status())
+        # --engine-kind other than helios: what the engine is read as (exporter/engines/).
+        out["engine_kind"] = None if self.kind is None else self.kind().as_status()
+        return out
 
 
 def build(
@@ -119,9 +126,10 @@ def build(
     client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=8),
                                headers={"User-Agent": USER_AGENT},
                                transport=transport)
-    engine_source = EngineSource(client, config.engine_url, config.max_response_bytes,
-                                 EngineTraffic(), clock=clock, timeout=config.timeout,
-                                 timer=timer)
+    engine_source = (EngineSource if config.engine_kind == "helios" else partial(
+        KindSource, kind=config.engine_kind))(client, config.engine_url,
+                                              config.max_response_bytes, EngineTraffic(),
+                                              clock=clock, timeout=config.timeout, timer=timer)
     preflight_probes: dict[str, PreflightProbe] = {}
     auth = None
     if config.preflight_auth_file is not None:
@@ -150,9 +158,11 @@ def build(
     connections = ConnectionGuard(config.http_max_connections, config.http_read_timeout,
                                   config.http_idle_timeout)
     failures = AuthFailures()
+    kind = _kind_state(engine_source)
     registry = build_registry(lambda: loop.view, bounds, gpu="nvml" in blocking,
                               http=HttpCollector(connections, failures, web), process=process,
-                              platform=platform, build_info=build_info, timer=timer)
+                              platform=platform, build_info=build_info, timer=timer,
+                              engines=kind)
     cache = ExpositionCache(registry)
     token = None if config.events_token_file is None else TokenFile(config.events_token_file)
 
@@ -164,7 +174,12 @@ def build(
     phases = PhaseBook(PhaseStore(config.state_dir), fresh_capture,
                        on_change=lambda: loop.publish_open_phases(phases.open_phases()))
     return Sidecar(config, loop, keeper, registry, cache, client, token, clock, closers, phases,
-                   connections, failures, web)
+                   connections, failures, web, kind)
+
+
+def _kind_state(source: EngineSource) -> Callable[[], KindState] | None:
+    """The engine kind's state, read live (--engine-kind other than helios)."""
+    return (lambda: source.state) if isinstance(source, KindSource) else None
 
 
 def _layout(config: Config) -> Records | None:
@@ -305,7 +320,7 @@ async def serve(config: Config) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     log.info("sidecar_starting", engine_url=redact_url(config.engine_url),
-             listen=f"{config.listen_host}:{config.listen_port}",
+             engine_kind=config.engine_kind, listen=f"{config.listen_host}:{config.listen_port}",
              poll_interval=config.poll_interval, state_dir=str(config.state_dir),
              events_api=sidecar.events_token is not None,
              tls=sidecar.web is not None and sidecar.web.tls_enabled,

@@ -130,6 +130,23 @@ def _interface(root: Path) -> dict[str, str]:
             "docs/interface.md": page}
 
 
+def _engines_doc(root: Path) -> dict[str, str]:
+    """docs/engines.md: each engine version's mapping table, and the alerts each cannot fire."""
+    import yaml
+
+    from alerts.engines import table
+    from exporter.engines import MAPPINGS
+    from exporter.engines.doc import mapping_table
+
+    rel = "docs/engines.md"
+    page = (root / rel).read_text(encoding="utf-8")
+    for kind, mapping in MAPPINGS.items():
+        page = splice(page, f"engines-{kind}", mapping_table(mapping), rel)
+    rules = yaml.safe_load((root / "alerts" / "helios-alerts.yaml").read_text(encoding="utf-8"))
+    page = splice(page, "engines-inert-alerts", table(rules, list(MAPPINGS.values())), rel)
+    return {rel: page}
+
+
 def _collector_table(root: Path) -> dict[str, str]:
     """HeliosExporterCollectorFailing's runbook: what each failing collector leaves out."""
     from alerts import generate
@@ -237,6 +254,7 @@ GENERATORS: tuple[Generator, ...] = (
     Derived("mixin", _mixin),  # reads alerts/ and dashboards/
     Derived("options", _options),
     Derived("interface", _interface),  # metric and alert tables
+    Derived("engines-doc", _engines_doc),  # reads alerts/
     Derived("collector-table", _collector_table),
     Derived("event-table", _event_table),
     Derived("snapshot-schema", _snapshot_schema),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from exporter.catalogue import engine, gpu, offload, restore, sidecar
+from exporter.catalogue import engine, engines, gpu, offload, restore, sidecar
 from exporter.catalogue.model import Family, Promise, Rows
 from exporter.labels import COLLECTORS
 
@@ -23,7 +23,8 @@ __all__ = ["FAMILIES", "Family", "Promise", "get", "match", "offload_rows", "sna
 # The order of exporter/collectors/registry.py: every collector, then the registry's own families.
 _ORDER = (*COLLECTORS, "registry")
 FAMILIES: Rows = tuple(sorted(
-    (*offload.FAMILIES, *engine.FAMILIES, *restore.FAMILIES, *sidecar.FAMILIES, *gpu.FAMILIES),
+    (*offload.FAMILIES, *engines.FAMILIES, *engine.FAMILIES, *restore.FAMILIES,
+     *sidecar.FAMILIES, *gpu.FAMILIES),
     key=lambda f: _ORDER.index(f.collector)))
 
 

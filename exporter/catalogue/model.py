@@ -200,7 +200,7 @@ def histogram_reader(field: str, values: Mapping[str, tuple[str, ...]], max_buck
 
     def read(off: Offload) -> HistogramSamples | None:
         out = {key: one(node) for key, node in _walk(field, values, off).items()
-               if isinstance(node, Mapping)}
+               if isinstance(node, Mapping) and buckets_key in node}  # bytes alone: no histogram
         return out or None
 
     return read

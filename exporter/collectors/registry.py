@@ -31,6 +31,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from exporter.collectors.build_info import BuildInfoCollector
+from exporter.collectors.engines import EnginesCollector
 from exporter.collectors.experiment import ExperimentCollector
 from exporter.collectors.exporter_self import ExporterCollector
 from exporter.collectors.families import gauge
@@ -41,6 +42,7 @@ from exporter.collectors.passthrough import PassthroughCollector
 from exporter.collectors.pins import PinCollector
 from exporter.collectors.restore import RestoreCollector
 from exporter.cycle.view import View
+from exporter.engines.state import KindState
 from exporter.labels import COLLECTORS
 from exporter.restore.window import Bounds
 
@@ -140,13 +142,17 @@ def build_registry(
     platform: Collector | None = None,
     build_info: Collector | None = None,
     timer: Callable[[], float] = time.perf_counter,
+    engines: Callable[[], KindState] | None = None,
 ) -> Collectors:
     """`gpu`: NVML is polled. `http`: the HTTP server's collector (none in tools that do not
     serve). `process`, `platform` and `build_info` default to this process, this Python and this
-    version; tests pass fixed ones (a fake /proc tree, a fake platform), and a fixed `timer`."""
+    version; tests pass fixed ones (a fake /proc tree, a fake platform), and a fixed `timer`.
+    `engines`: the engine kind's state, with --engine-kind other than helios."""
     registry = Collectors(timer)
     registry.add("offload", OffloadCollector(lambda: view().engine, lambda: view().restore.state,
                                              lambda: view().geometry))
+    if engines is not None:
+        registry.add("engines", EnginesCollector(engines))
     registry.add("pins", PinCollector(lambda: view().pins))
     registry.add("passthrough", PassthroughCollector(lambda: view().engine))
     registry.add("restore", RestoreCollector(lambda: view().restore, bounds))

@@ -321,8 +321,31 @@ def _engine_fields(status: Mapping[str, Any], restore: Mapping[str, Any],
         rows.append(("fields dropped", (Word("dropped", "warn"),
                                         *(Code(str(d)) for d in dropped),
                                         "(not valid label values)")))
+    rows.extend(_kind_rows(status.get("engine_kind")))
     rows.append(("engine URL", (code(status.get("engine_url")),)))
     return Fields(tuple(rows))
+
+
+def _kind_rows(kind: Any) -> list[tuple[str, Cell]]:
+    """--engine-kind other than helios (docs/engines.md): what the engine is read as, what it
+    does not supply, and what stays unknown without a snapshot."""
+    if not isinstance(kind, Mapping):
+        return []
+    rows: list[tuple[str, Cell]] = [("engine kind", (
+        code(kind.get("kind") or "deciding"), f"({kind.get('decided') or 'auto'}; mapping",
+        code(kind.get("mapping")), ")"))]
+    mismatch = kind.get("mismatch")
+    if isinstance(mismatch, Mapping):
+        rows.append(("kind mismatch", (Word("mismatch", "bad"), str(mismatch.get("message")))))
+    absent = kind.get("absent")
+    if isinstance(absent, list) and absent:
+        rows.append(("not exported", (*(Code(str(s)) for s in absent),
+                                      "(absent from /metrics: docs/engines.md)")))
+    unknown = kind.get("unknown")
+    if isinstance(unknown, list) and unknown:
+        rows.append(("unknown", (UNKNOWN, ", ".join(map(str, unknown)),
+                                 "(need the engine's snapshot; never shown as passing)")))
+    return rows
 
 
 def _sidecar_fields(status: Mapping[str, Any], restore: Mapping[str, Any], now: float) -> Fields:

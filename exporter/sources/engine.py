@@ -80,9 +80,13 @@ class EngineSource:
         assert reason is not None
         return Result(None, started, self.timer() - t0, reason, message)
 
+    async def _metrics_body(self) -> tuple[bytes | None, ErrorReason | None, str]:
+        """The /metrics body of this cycle (exporter/engines/source.py shares one request)."""
+        return await self._get(METRICS_PATH, "metrics")
+
     async def metrics(self, max_series_per_family: int) -> Result[passthrough.Parsed]:
         started, t0 = self.clock(), self.timer()
-        body, reason, message = await self._get(METRICS_PATH, "metrics")
+        body, reason, message = await self._metrics_body()
         if body is not None:
             try:
                 text = body.decode("utf-8")

@@ -3,7 +3,7 @@
 The full golden exposition (tests/golden/full_exposition.prom, every collector as `serve` builds
 it) and a second sidecar built the same way with what the golden's inputs leave out (a pin, TLS
 with --web-config-file, an open experiment phase, a last window that lost requests, a schema 3
-snapshot) together
+snapshot) and a third of --engine-kind sglang together
 export every family: each one must have its row, with its type, HELP and labels, and each row
 must be exported by one of them. A family built without a row cannot be built at all.
 """
@@ -29,6 +29,7 @@ from exporter.restore.store import STATE_FILE
 from exporter.sidecar import build
 from exporter.snapshot.parse import snapshot_from_obj
 from exporter.sources.engine_metrics import DEFAULT_ALLOW, EXPORT_PREFIX
+from tests import engine_expositions
 from tests.conftest import FIXTURES
 from tests.helpers import StubEngine, contract_example
 from tools.harness import families
@@ -74,15 +75,41 @@ def rest_exposition(tmp_path: Path) -> bytes:
         sidecar.close()
 
 
+def mapped_exposition(tmp_path: Path) -> bytes:
+    """A sidecar of --engine-kind sglang: an SGLang-shaped engine, then a vLLM one (the kind,
+    the coverage of the last good answer, the mismatch)."""
+    texts = [engine_expositions.sglang(), engine_expositions.vllm()]
+
+    def engine(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=texts[0] if request.url.path == "/metrics" else "")
+
+    config = Config(engine_url="http://engine.invalid", state_dir=tmp_path, no_nvml=True,
+                    engine_kind="sglang")
+    sidecar = build(config, transport=httpx.MockTransport(engine))
+
+    async def run() -> None:
+        await sidecar.loop.cycle()
+        texts.pop(0)
+        await sidecar.loop.cycle()
+        await sidecar.client.aclose()
+
+    try:
+        asyncio.run(run())
+        return sidecar.cache.render(False)
+    finally:
+        sidecar.close()
+
+
 @pytest.fixture(scope="module")
 def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[Exported, Exported]:
     rest = rest_exposition(tmp_path_factory.mktemp("rest"))
-    for text in (GOLDEN.read_bytes(), rest):
+    mapped = mapped_exposition(tmp_path_factory.mktemp("mapped"))
+    for text in (GOLDEN.read_bytes(), rest, mapped):
         # A collector that builds a family without its row raises, and is left out: none may.
         success = families(text)["helios_exporter_collector_success"]
         failed = [s.labels["collector"] for s in success.samples if s.value != 1.0]
         assert failed == [], f"collectors that raised: {failed}"
-    return exported(GOLDEN.read_text()), exported(rest)
+    return exported(GOLDEN.read_text()), {**exported(rest), **exported(mapped)}
 
 
 def _check(name: str, got: tuple[str, str, frozenset[str]]) -> None:
