@@ -6,6 +6,7 @@ families move fails here and names them. No snapshot in those flavors."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator
 
 import httpx
@@ -142,3 +143,25 @@ def test_helios_is_the_default_flavor_and_the_others_are_choices() -> None:
             == flavor
     with pytest.raises(SystemExit):
         cli.parser().parse_args(["--listen", "127.0.0.1:1", "--flavor", "tgi"])
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("flavor", ["sglang", "vllm"])
+def test_simulate_serves_the_flavor_over_tcp(flavor: str) -> None:
+    from tests.simulator.test_sim_serve import simulator
+
+    with simulator("--flavor", flavor, "--scenario", "steady", "--seed", "3",
+                   "--time-scale", "20") as client:
+        assert client.get("/debug/offload/snapshot").status_code == 404
+        deadline = time.monotonic() + 20
+        while True:  # the scenario's traffic reaches the host tier
+            text = client.get("/metrics").text
+            stored = {s.name: s.value for f in text_string_to_metric_families(text)
+                      for s in f.samples}
+            key = {"sglang": "sglang:hicache_backup_bytes_total",
+                   "vllm": "vllm:kv_offload_store_bytes_total"}[flavor]
+            if stored.get(key, 0) > 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    assert stored.get(key, 0) > 0
+    assert not any(name.startswith("helios:") for name in stored)
