@@ -84,7 +84,8 @@ def render(engine: Engine) -> str:
 
 def write(out: Path = SHAPES) -> list[Path]:
     written = []
-    for engine in ENGINES.values():
+    for name in SOURCES:  # the engines the simulator has a flavor for
+        engine = ENGINES[name]
         path = out / f"{module_name(engine)}.py"
         path.write_text(render(engine), encoding="utf-8")
         written.append(path)
