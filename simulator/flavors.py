@@ -198,7 +198,7 @@ def renderer(flavor: str, engine: SimulatedEngine) -> Callable[[], bytes]:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(ShapeCollector(
             families, lambda: modelled(engine),
-            {"model_name": engine.config.model_name}))
+            {"model_name": engine.config.model_name}, lambda: engine.started_at))
         return generate_latest(registry)
 
     return render

@@ -6,7 +6,9 @@ written from the committed fixtures (tests/fixtures/engines/) by
 
 ``ShapeCollector`` renders a shape with the values a flavor models
 (simulator.flavors) and zeros for the rest; a family the engine creates only
-at its first event (``lazy``) stays absent until the flavor gives it a value.
+at its first event (``lazy``) stays absent until the flavor gives it a value;
+where the engine's counters and histograms carry `_created` samples, they
+carry the incarnation's start.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Family:
     labels: tuple[str, ...]
     series: tuple[Mapping[str, str], ...]
     lazy: bool = False
+    created: bool = False  # the engine exposes `_created` samples (its registry is not multiprocess)
 
 
 @dataclass(frozen=True)
@@ -57,10 +61,12 @@ class ShapeCollector(Collector):
         families: Sequence[Family],
         values: Callable[[], Mapping[str, Sequence[Series]]],
         constants: Mapping[str, str],
+        started: Callable[[], float],
     ) -> None:
         self.families = families
         self.values = values
         self.constants = constants  # label values the flavor fixes (model_name, ...)
+        self.started = started  # the `_created` time: when this incarnation's series began
 
     def collect(self) -> Iterator[Metric]:
         given = self.values()
@@ -72,7 +78,13 @@ class ShapeCollector(Collector):
                 series = [({**labels}, self._zero(family)) for labels in family.series]
             elif not series and family.lazy:
                 continue
-            yield self._metric(family, series)
+            metric = self._metric(family, series)
+            if family.created and family.type in ("counter", "histogram"):
+                created = self.started()
+                metric.samples.extend(Sample(family.name + "_created", s.labels, created)
+                                      for s in list(metric.samples)
+                                      if s.name.endswith(("_total", "_count")))
+            yield metric
 
     @staticmethod
     def _zero(family: Family) -> Value:

@@ -54,8 +54,10 @@ async def drive(client: httpx.AsyncClient, engine: SimulatedEngine, prompts: lis
         engine.clock.advance(5.0)  # type: ignore[attr-defined]  # the stores complete
 
 
-def shape_of(text: str, prefix: str) -> dict[str, tuple[str, list[str]]]:
-    return {name: (family["type"], family["labels"])
+def shape_of(text: str, prefix: str) -> dict[str, tuple[str, list[str], bool]]:
+    """Family -> type, label names, and whether it has `_created` samples."""
+    return {name: (family["type"], family["labels"],
+                   any(n.endswith("_created") for n in family["samples"]))
             for name, family in output.exposed(text).items() if name.startswith(prefix)}
 
 

@@ -2,7 +2,8 @@
 committed fixtures: every family of the engine's own prefix in the fixture's
 fullest step, with its type, help, label names and label sets; and which of
 them the engine creates only at their first event (absent from the step
-before it). ``python -m tools.engine_fixtures shapes`` writes them;
+before it), and which carry `_created` samples. ``python -m tools.engine_fixtures
+shapes`` writes them;
 tests/tools/test_engine_shapes.py checks they are what it would write."""
 
 from __future__ import annotations
@@ -52,9 +53,11 @@ def families(engine: Engine) -> list[dict[str, Any]]:
             labels = {k: v for k, v in sample.labels.items() if k not in ("le", "quantile")}
             if labels not in series:
                 series.append(labels)
+        created = any(n.endswith("_created") for n in shown[family.name]["samples"])
         rows.append({"name": family.name, "type": family.type, "help": family.documentation,
                      "labels": tuple(shown[family.name]["labels"]),
-                     "series": tuple(series), "lazy": family.name not in before})
+                     "series": tuple(series), "lazy": family.name not in before,
+                     "created": created})
     return rows
 
 
@@ -77,7 +80,8 @@ def render(engine: Engine) -> str:
     ]
     for row in families(engine):
         lines.append(f"    Family({row['name']!r}, {row['type']!r}, {row['help']!r},")
-        lines.append(f"           {row['labels']!r}, {row['series']!r}, lazy={row['lazy']!r}),")
+        lines.append(f"           {row['labels']!r}, {row['series']!r}, lazy={row['lazy']!r}"
+                     f"{', created=True' if row['created'] else ''}),")
     lines.append(")")
     return "\n".join(lines) + "\n"
 
