@@ -1,5 +1,5 @@
 """Is a repetition valid? Seed 001's conditions, each evaluated and named; pure functions of the
-records observer_cost_run wrote.
+records run.py wrote.
 
 | check | holds when |
 | --- | --- |
