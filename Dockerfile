@@ -34,6 +34,7 @@ RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.tom
         > requirements.txt \
     && python3 -m pip wheel --wheel-dir /wheels -r requirements.txt
 COPY README.md ./
+COPY commands/ commands/
 COPY exporter/ exporter/
 COPY lab/ lab/
 COPY simulator/ simulator/

@@ -134,7 +134,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             write_corpus("fixture-1024", f)
         out = work / "run"
         command = [
-            PYTHON, "-m", "exporter", "observer-cost", "--engine-url", engine,
+            PYTHON, "-m", "commands", "observer-cost", "--engine-url", engine,
             "--sidecar", sidecar, "--token-file", str(token), "--corpus", str(corpus),
             "--out", str(out), "--latency-source", "client", "--seed", str(args.seed),
             "--repetitions", str(args.repetitions), "--requests", str(args.requests),

@@ -4,7 +4,7 @@
 
 scripts/test runs it before the test suite (about 25 s). It reuses the sections of bench/run on a
 smaller scale and judges two figures with a wide margin below the goals of docs/benchmarks.md
-(bench/report.py's GOALS), so that a noisy, shared CI machine does not fail it but a regression
+(bench/report/report.py's GOALS), so that a noisy, shared CI machine does not fail it but a regression
 like a lost TCP_NODELAY (every keep-alive answer waiting ~40 ms for a delayed ACK) does:
 
 - keep-alive /metrics throughput, as a ratio to Debian's prometheus-node-exporter measured side
@@ -26,10 +26,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench` importable
 import poll_cost
 import scrape_load
 from benchlib import Procs, install_sigterm, write_json
-from report import GOALS
+
+from bench.report.report import GOALS
 
 THROUGHPUT_FLOOR = 3.0  # sidecar req/s over node-exporter's, at least (goal: GOALS["throughput"])
 CYCLE_FACTOR = 5.0  # poll cycle CPU median at most this times GOALS["cycle_cpu_ms"]

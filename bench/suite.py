@@ -9,7 +9,7 @@ garbage do not weigh on the next), in its own process group, under a time bound:
 gets SIGTERM (its `finally` stops what it started), then the whole group SIGKILL. A section that
 fails or overruns is reported as "not measured" with the reason; the others still run. Raw
 results go to <workdir>/results.json, process logs under <workdir>/ (kept; the path is printed).
-`bench/report.py results.json` re-renders the markdown from a results file.
+`bench/report/report.py results.json` re-renders the markdown from a results file.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import report
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench` importable
 from benchlib import PYTHON, ROOT, host_cpu_busy, loadavg, machine, with_folders_named
+
+from bench.report import report
 
 BENCH = ROOT / "bench"
 SECTIONS = ("scrape_load", "ingest", "poll_cost", "soak", "alert_latency", "nvml_poll",
@@ -84,7 +86,7 @@ def plan(quick: bool, work: Path) -> dict[str, dict[str, Any]]:
                     "--workdir", str(work / "scrape_cost")],
             "timeout": 120 if q else 240, "json": out("scrape_cost")},
         "scale": {
-            "cmd": ["bench/scale.py", "--engines", "100", "1000", "--workdir", str(work / "scale")],
+            "cmd": ["bench/scale/scale.py", "--engines", "100", "1000", "--workdir", str(work / "scale")],
             "timeout": 4 * 3600, "json": out("scale")},
     }
 
@@ -185,7 +187,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smoke version: about 2 minutes instead of 7")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
     parser.add_argument("--scale", action="store_true", help="also run the scale section "
-                        "(bench/scale.py: 100 and 1,000 engines, an hour or more); without it "
+                        "(bench/scale/scale.py: 100 and 1,000 engines, an hour or more); without it "
                         "the page shows the stored bench/results/scale.json")
     parser.add_argument("--out", type=Path, help="markdown output (default: docs/benchmarks.md "
                         "for a full run of every section, else <workdir>/benchmarks.md)")

@@ -1,23 +1,20 @@
-"""Console script `helios-exporter`: serve, check, status, geometry, simulate, demo; phase,
-evidence, probe, compare, observer-cost. Each command's options are declared once
+"""The sidecar's commands on the command line: `serve` and `check` (`python -m exporter`), and
+what every command's parser shares. Each command's options are declared once
 (exporter/options.py); its parser, variables, checks and --help come from them.
 
-serve and check are the sidecar's (this package). Every other command is the lab's (lab/) or the
-simulated engine's (simulator/), which import `exporter` and never the reverse: this module names
-their modules as strings (ELSEWHERE, LAB_COMMANDS) and loads one only when it is asked for, so
-`exporter` imports neither (tests/repo/test_imports.py reads every import statement).
+The console script `helios-exporter` is the table of every command, commands/cli.py: it sits
+above this package, the lab (lab/) and the simulator (simulator/), and this package imports
+neither (tests/repo/test_imports.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any, Final
+from typing import Any
 
 import structlog
 
@@ -45,47 +42,13 @@ SIDECAR_COMMANDS = {
 }
 
 
-def _sidecar_command(name: str) -> Command:
+def sidecar_command(name: str) -> Command:
     return Command(SIDECAR_COMMANDS[name], cfg.of(name))
 
 
-# The other commands, in --help order: (name, module, help). Each module has OPTIONS and
-# run(args) -> int (the demo a DESCRIPTION too); lab.commands' COMMANDS follow them.
-ELSEWHERE: Final = (
-    ("status", "lab.status.terminal", "the on-call status page of a running sidecar, in the terminal"),
-    ("geometry", "lab.geometry", "the offload records and slabs a model layout implies"),
-    ("simulate", "simulator.cli", "run the simulated engine"),
-    ("demo", "lab.demo.command", "simulated engine + sidecar (+ Prometheus, Alertmanager)"),
-)
-LAB_COMMANDS: Final = "lab.commands"  # COMMANDS: name -> (help, options, run)
-
-
-def _load(module: str) -> ModuleType:
-    return importlib.import_module(module)
-
-
-def _elsewhere(module: str, help_text: str) -> Command:
-    try:
-        loaded = _load(module)
-    except ImportError:
-        if module != "simulator.cli":
-            raise
-        # the simulator ships in the same distribution; tolerate its absence
-        return Command(help_text, (Option("--listen", "text", None, "HOST:PORT", required=True),))
-    return Command(help_text, tuple(loaded.OPTIONS), getattr(loaded, "DESCRIPTION", None))
-
-
-def commands() -> dict[str, Command]:
-    """Every command and its declared options (exporter/options.py), in --help order."""
-    return {
-        **{name: _sidecar_command(name) for name in SIDECAR_COMMANDS},
-        **{name: _elsewhere(module, help_text) for name, module, help_text in ELSEWHERE},
-        **{name: Command(help_text, tuple(declared))
-           for name, (help_text, declared, _) in _load(LAB_COMMANDS).COMMANDS.items()},
-    }
-
-
-def _parser() -> argparse.ArgumentParser:
+def top_parser(helps: Mapping[str, str]) -> argparse.ArgumentParser:
+    """`helios-exporter`'s parser, one sub-command for each of `helps` (name -> help), each without
+    its options: a command's own parser (command_parser) parses what follows its name."""
     parser = argparse.ArgumentParser(
         prog="helios-exporter",
         description="Prometheus exporter and observability sidecar for Helios inference engines. "
@@ -94,35 +57,48 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version",
                         version=f"{DISTRIBUTION} {VERSION} (Python {PYTHON_VERSION})")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OptionParser)
-    for name, command in commands().items():
-        sub.add_parser(name, help=command.help, **_parser_arguments(name, command))
+    for name, help_text in helps.items():
+        sub.add_parser(name, help=help_text)
     return parser
 
 
-def _parser_arguments(name: str, command: Command) -> dict[str, Any]:
+def parser_arguments(name: str, command: Command) -> dict[str, Any]:
     # serve and check resolve in exporter.config: their errors are one log event.
     return {"description": command.description, "epilog": _ENV_EPILOG,
             "options": command.options, "resolve": name not in ("serve", "check")}
 
 
-def command_parser(name: str, environ: Mapping[str, str] | None = None) -> OptionParser:
-    """The parser of one command, as `helios-exporter NAME` parses (for the tests)."""
-    command = _sidecar_command(name) if name in SIDECAR_COMMANDS else commands()[name]
+def parser_of(name: str, command: Command,
+              environ: Mapping[str, str] | None = None) -> OptionParser:
+    """The parser of one command, as `helios-exporter NAME` parses."""
     return OptionParser(prog=f"helios-exporter {name}", environ=environ,
-                        **_parser_arguments(name, command))
+                        **parser_arguments(name, command))
+
+
+def command_parser(name: str, environ: Mapping[str, str] | None = None) -> OptionParser:
+    """The parser of `serve` or `check` (for the tests)."""
+    return parser_of(name, sidecar_command(name), environ)
+
+
+def parse(given: Sequence[str], helps: Mapping[str, str],
+          parser: Callable[[str], OptionParser]) -> argparse.Namespace:
+    """`given` parsed by the parser of the command it names (`parser(name)`), alone; without a
+    command's name, by top_parser (--help, --version, the errors)."""
+    if given and given[0] in helps:
+        args = parser(given[0]).parse_args(given[1:])
+        args.command = given[0]
+        return args
+    return top_parser(helps).parse_args(given)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m exporter serve|check ...`: the sidecar's commands alone."""
     given = list(sys.argv[1:] if argv is None else argv)
-    if given and given[0] in SIDECAR_COMMANDS:  # parsed alone: see SIDECAR_COMMANDS
-        args = command_parser(given[0]).parse_args(given[1:])
-        args.command = given[0]
-    else:
-        args = _parser().parse_args(given)
-    sys.exit(run(args))
+    sys.exit(run(parse(given, SIDECAR_COMMANDS, command_parser)))
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run `serve` or `check`."""
     if args.command in ("serve", "check"):
         try:
             config = cfg.load(args, args.command)
@@ -139,10 +115,7 @@ def run(args: argparse.Namespace) -> int:
             return asyncio.run(serve(config))
         from exporter.check import check
         return asyncio.run(check(config))
-    modules = {name: module for name, module, _ in ELSEWHERE}
-    if args.command in modules:
-        return int(_load(modules[args.command]).run(args))
-    return int(_load(LAB_COMMANDS).COMMANDS[args.command][2](args))
+    raise ValueError(f"not a command of the sidecar: {args.command}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -92,7 +92,7 @@ def probe_report(procs: Procs, work: Path, corpus: dict[str, Path]) -> None:
     for name, lane, replay, order in PROBES:
         out = work / "runs" / name
         extra = ["--replay-corpus", str(corpus[replay])] if replay else []
-        run("-m", "exporter", "probe", "--engine-url", engine, *sidecar, "--corpus",
+        run("-m", "commands", "probe", "--engine-url", engine, *sidecar, "--corpus",
             str(corpus[lane]), *extra, "--out", str(out), "--name", name, "--order", order,
             "--fresh-command", fresh(engine))
         runs.append(str(out))
@@ -100,7 +100,7 @@ def probe_report(procs: Procs, work: Path, corpus: dict[str, Path]) -> None:
     for name, _, _, order in PROBES:
         first, second = order.split(",")
         pairs += ["--probe", f"{name}/{first}-1:{name}/{second}-2"]
-    print(run("-m", "exporter", "evidence", *sidecar[:2], "--out", str(work / "reports" / "probe"),
+    print(run("-m", "commands", "evidence", *sidecar[:2], "--out", str(work / "reports" / "probe"),
               *pairs, "--probe-record", *runs), end="")
 
 
@@ -109,11 +109,11 @@ def arm(procs: Procs, work: Path, corpus: dict[str, Path], name: str, fraction: 
     records = []
     for lane in ARM_LANES:
         out = work / name / lane
-        run("-m", "exporter", "probe", "--engine-url", engine, *sidecar, "--corpus",
+        run("-m", "commands", "probe", "--engine-url", engine, *sidecar, "--corpus",
             str(corpus[lane]), "--out", str(out), "--name", lane, "--order", "forward,forward",
             "--repetitions", "3", "--fresh-command", fresh(engine), *DECLARE)
         records.append(str(out))
-    run("-m", "exporter", "evidence", *sidecar[:2], "--out",
+    run("-m", "commands", "evidence", *sidecar[:2], "--out",
         str(work / "reports" / "arms" / name), "--probe-record", *records)
 
 
@@ -140,7 +140,7 @@ def semantic_verdict() -> None:
 
 def compare_block() -> None:
     arms = FIXTURES.relative_to(ROOT) / "arms"
-    printed = run("-m", "exporter", "compare", "--baseline", f"{arms}/baseline/evidence.json",
+    printed = run("-m", "commands", "compare", "--baseline", f"{arms}/baseline/evidence.json",
                   "--candidate", f"{arms}/candidate/evidence.json", *COMPARE_ARGS, ok=(0, 1, 2))
     page = PAGE.read_text()
     block = re.compile(r"(<!-- compare output[^>]*-->\n```text\n)(.*?)(```)", re.S)

@@ -24,7 +24,6 @@ of their own and import nothing from tools/ (tests/repo/test_imports.py holds th
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import subprocess
 import sys
@@ -32,7 +31,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the repository root importable
@@ -215,23 +213,16 @@ def _simulator_snapshots(root: Path) -> dict[str, str]:
     return simulator_snapshots.outputs()
 
 
-def _bench_module(name: str) -> ModuleType:
-    """A bench/ script as a module (bench/ is a folder of scripts, not a package)."""
-    bench = str(ROOT / "bench")
-    sys.path.insert(0, bench)
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(bench)
-
-
 def _benchmarks(root: Path) -> dict[str, str]:
     results = json.loads((root / "bench" / "results" / "latest.json").read_text(encoding="utf-8"))
-    return {"docs/benchmarks.md": _bench_module("report").render(results)}
+    from bench.report import report
+
+    return {"docs/benchmarks.md": report.render(results)}
 
 
 def _scale(root: Path) -> dict[str, str]:
-    report_scale = _bench_module("report_scale")
+    from bench.report import scale as report_scale
+
     data = json.loads((root / "bench" / "results" / "scale.json").read_text(encoding="utf-8"))
     page = (root / "docs" / "scale.md").read_text(encoding="utf-8")
     return {"docs/scale.md": report_scale.splice_docs(page, data)}

@@ -119,7 +119,7 @@ class Procs:
         """`helios-exporter simulate`; returns the process and its base URL."""
         port = port or free_port()
         proc = self.start(name or f"engine-{port}", [
-            PYTHON, "-m", "exporter", "simulate", "--listen", f"127.0.0.1:{port}",
+            PYTHON, "-m", "commands", "simulate", "--listen", f"127.0.0.1:{port}",
             "--scenario", scenario, *extra])
         url = f"http://127.0.0.1:{port}"
         if wait:

@@ -50,7 +50,7 @@ def main() -> int:
             trace = (f"curl -fsS -XPOST {engine}/admin/trace -H 'content-type: "
                      "application/json' -d")
             done = subprocess.run(
-                [PYTHON, "-m", "exporter", "observer-cost", "--engine-url", engine,
+                [PYTHON, "-m", "commands", "observer-cost", "--engine-url", engine,
                  "--sidecar", sidecar, "--token-file", "token", "--corpus",
                  "fixture-1024.jsonl", "--on", trace + " '{\"enabled\": true}'",
                  "--off", trace + " '{\"enabled\": false}'", "--out", "trace",

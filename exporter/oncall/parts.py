@@ -21,7 +21,6 @@ from exporter.oncall.model import (
     Table,
     Word,
     duration,
-    since,
 )
 from exporter.oncall.read import code, field, mapping, number, passed, text
 from exporter.restore.window import CHECKS
@@ -55,10 +54,6 @@ class Row:
     @property
     def error(self) -> Cell:
         return self.detail
-
-
-def since_text(at: float, now: float) -> str:
-    return since(now - at)
 
 
 def minutes(seconds: float) -> str:

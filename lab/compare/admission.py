@@ -12,7 +12,7 @@ reading the fields lab/compare/inputs.py declares for it (missing or null: not
 evaluated):
 
 - identity: the engines are the same in every dimension but the one declared change
-  (lab/identity.py); a dimension nobody knows is not evaluated.
+  (lab/compare/identity.py); a dimension nobody knows is not evaluated.
 - repetitions: equal counts (at least MIN_REPETITIONS), every repetition usable, the same bytes
   in the same order, the same number of requests.
 - lanes: every lane gated; an allocator change protects a small working set and a page-heavy
@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from lab import evidence, identity
+from lab.compare import identity
 from lab.compare import lanes as lane_names
 from lab.compare.gates import accounting_gate, counter_evidence, inputs_known, lanes_gate
 from lab.compare.matched import Lane, Pair
@@ -59,6 +59,7 @@ from lab.compare.verdicts import (
     Gate,
     pct,
 )
+from lab.evidence import doc as evidence
 
 MIN_REPETITIONS: Final = 3
 ADMITTED, NOT_ADMITTED, CANNOT_COMPARE = 0, 1, 2

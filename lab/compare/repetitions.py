@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.phases.deltas import accounting, gap, lookups_before, sum_buckets
-from lab import identity
-from lab.evidence import foreign_traffic
+from lab.compare import identity
+from lab.evidence.arithmetic import accounting, gap, lookups_before, sum_buckets
+from lab.evidence.doc import foreign_traffic
 
 NO_RECORD = ("has no probe record: its sent and failed requests and outputs are unknown (write "
              "the evidence with --probe-record, or declare phases bracketed by hand with "

@@ -3,7 +3,6 @@ every gate, and the verdict with its exit code (pure: a string)."""
 
 from __future__ import annotations
 
-from exporter.phases.deltas import quantile
 from lab.compare.admission import (
     ADMITTED,
     CANNOT_COMPARE,
@@ -15,6 +14,7 @@ from lab.compare.admission import (
 )
 from lab.compare.repetitions import LaneArm
 from lab.compare.verdicts import FAILS, NOT_EVALUATED, pct
+from lab.evidence.arithmetic import quantile
 
 SIMULATED = ("SIMULATED: the evidence comes from the simulated engine (helios-exporter simulate): "
              "it exercises this gate, it measures nothing about Helios.")

@@ -115,7 +115,7 @@ def timeline(args: argparse.Namespace) -> OutageOptions | None:
 
 
 def simulate_command(args: argparse.Namespace, port: int) -> list[str]:
-    cmd = [sys.executable, "-m", "exporter", "simulate", "--listen", f"127.0.0.1:{port}",
+    cmd = [sys.executable, "-m", "commands", "simulate", "--listen", f"127.0.0.1:{port}",
            "--scenario", args.scenario, "--geometry", args.geometry]
     if args.seed is not None:
         cmd += ["--seed", str(args.seed)]

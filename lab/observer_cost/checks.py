@@ -1,5 +1,5 @@
 """Is a repetition valid? The observer-cost protocol's conditions, each evaluated and named;
-pure functions of the records observer_cost_run wrote.
+pure functions of the records run.py wrote.
 
 | check | holds when |
 | --- | --- |

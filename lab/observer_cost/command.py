@@ -3,12 +3,12 @@ observer-cost protocol asks (docs/experiments.md section 7).
 
 The observer is whatever the --on and --off shell commands switch (an engine's trace, the
 sidecar's polling, a config reload); --witness names what in the engine's state shows it on or
-off (observer_cost_witness), read after every switch and after every repetition. Before anything
+off (witness.py), read after every switch and after every repetition. Before anything
 is sent the witness is read once and the whole order is drawn from a recorded seed and written
 to DIR/plan.json. Per concurrency (C1 and C4 at least): the observer off, a warm-up phase, then
 every pair of repetitions in the planned order, each repetition its switch command followed by a
 phase of exactly the same requests. Every step is recorded as it happens (DIR/observer-cost.json
-is rewritten after each), checked (observer_cost_checks) and reported (markdown and a picture).
+is rewritten after each), checked (checks.py) and reported (markdown and a picture).
 
 Exit codes: 0 every repetition ran and is valid (whatever the result says); 1 a repetition is
 invalid (its switch not verified included), a switch command failed or the sidecar refused a
@@ -29,9 +29,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from exporter.options import Option
-from lab.client import SidecarClient, SidecarError, connect
-from lab.corpus import Corpus, CorpusError, read_corpus
-from lab.observer_cost import run
+from lab.client.sidecar import SidecarClient, SidecarError, connect
+from lab.evidence.command import sidecar_options
+from lab.observer_cost import run as runs
 from lab.observer_cost import witness as witnesses
 from lab.observer_cost.checks import DEFAULT_CLOCK_TOLERANCE
 from lab.observer_cost.doc import JSON_FILE, build
@@ -44,12 +44,14 @@ from lab.observer_cost.plan import (
     plan_doc,
     step_json,
 )
-from lab.record import RecordError, prepare_out, write_json
+from lab.probe.corpus import Corpus, CorpusError, read_corpus
+from lab.probe.record import RecordError, prepare_out, write_json
 
 SWITCH_LOG = "switch.log"
 
 
-OPTIONS = (  # after the sidecar's (commands.py adds --sidecar, --token-file and access)
+OPTIONS = (
+    *sidecar_options(token=True),
     Option("--engine-url", "str", None, "the engine's base URL: completions go to "
            "/v1/completions, its identity, ranks and clock come from /debug/offload/snapshot",
            required=True, metavar="URL"),
@@ -168,7 +170,7 @@ def _step(r: Run, sidecar: SidecarClient, engine: Any, step: Step) -> dict[str, 
     arm = step.arm or "off"
     env = {"OBSERVER_COST_ARM": arm, "OBSERVER_COST_PHASE": step.phase,
            "OBSERVER_COST_CONCURRENCY": str(step.concurrency)}
-    record["switch"] = run.switch(args.on if arm == "on" else args.off, arm, env,
+    record["switch"] = runs.switch(args.on if arm == "on" else args.off, arm, env,
                                   args.out / SWITCH_LOG, args.switch_timeout)
     if record["switch"]["error"] is not None:
         r.stopped = f"the --{arm} command before {step.phase} {record['switch']['error']}"
@@ -178,14 +180,14 @@ def _step(r: Run, sidecar: SidecarClient, engine: Any, step: Step) -> dict[str, 
     record["witness"] = {"what": r.witness.describe(), "counter": r.witness.counter,
                          "begin": _witness(r, engine, env), "end": None}
     note = f"observer-cost {step.label()}"
-    record["begin"] = run.edge(sidecar, engine, "begin", step.phase, note)
+    record["begin"] = runs.edge(sidecar, engine, "begin", step.phase, note)
     if record["begin"]["error"] is not None:
         r.stopped = f"the sidecar refused to begin {step.phase}: {record['begin']['error']}"
         return record
     n = (args.warmup if args.warmup is not None else args.requests) if step.warmup \
         else args.requests
-    record["load"] = run.send(engine, r.corpus.bodies, n, step.concurrency)
-    record["end"] = run.edge(sidecar, engine, "end", step.phase)
+    record["load"] = runs.send(engine, r.corpus.bodies, n, step.concurrency)
+    record["end"] = runs.edge(sidecar, engine, "end", step.phase)
     record["witness"]["end"] = _witness(r, engine, env)
     if record["end"]["error"] is not None:
         r.stopped = (f"the sidecar refused to end {step.phase}: {record['end']['error']} (end "
@@ -223,7 +225,7 @@ def execute(args: argparse.Namespace, sidecar: SidecarClient) -> int:
         _err(f"the sidecar has phases named {', '.join(sorted(taken)[:3])} already: choose "
              "another --name (nothing was sent)")
         return 2
-    with run.engine_client(args.engine_url, args.request_timeout, 1) as engine:
+    with runs.engine_client(args.engine_url, args.request_timeout, 1) as engine:
         first = witnesses.read(witness, engine, args.out / SWITCH_LOG, args.switch_timeout)
     if first["error"] is not None:
         _err(f"--witness {witness.describe()}: {first['error']}: the switch could not be "
@@ -247,7 +249,7 @@ def execute(args: argparse.Namespace, sidecar: SidecarClient) -> int:
     print(f"plan: {len(steps)} steps, seed {seed}, in {plan_path}", file=sys.stderr)
     r.save()
     interrupted = False
-    with run.engine_client(args.engine_url, args.request_timeout, max(concurrencies)) as engine:
+    with runs.engine_client(args.engine_url, args.request_timeout, max(concurrencies)) as engine:
         try:
             for step in steps:
                 record = _step(r, sidecar, engine, step)
@@ -278,7 +280,7 @@ def _progress(step: Mapping[str, Any], source: str) -> None:
 
 
 def _finish(r: Run, interrupted: bool) -> int:
-    from lab import document
+    from lab.evidence import document
     from lab.observer_cost.report import OBSERVER_COST
 
     doc = r.document(complete=not r.stopped)
@@ -300,7 +302,7 @@ def _finish(r: Run, interrupted: bool) -> int:
     return 0 if doc["conclusive"] else 1
 
 
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     try:
         sidecar = connect(args, args.token_file)
     except SidecarError as exc:

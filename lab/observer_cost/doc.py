@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from exporter.phases.deltas import quantile
+from lab.evidence.arithmetic import quantile
 from lab.observer_cost.checks import checks, failing, reference, valid
 from lab.observer_cost.stats import LEVEL, Difference, Spread, difference, percentile
 

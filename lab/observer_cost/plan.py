@@ -3,7 +3,7 @@
 Per concurrency (C1 and C4 at least, the observer-cost protocol): one warm-up, then `repetitions` pairs,
 each one repetition with the observer off and one with it on, back to back, in an order drawn for
 each pair from a recorded seed. Pair n is `off-<n>` and `on-<n>`; the result compares each pair
-within itself (observer_cost_stats), so drift over the run (a warming cache, a neighbour's load)
+within itself (stats.py), so drift over the run (a warming cache, a neighbour's load)
 has no time to act inside a pair and cannot read as the observer's cost. A draw that puts every
 pair in the same order is drawn again: an effect of a repetition's place in its pair would then
 read as the observer's. Pure: the caller writes `plan_doc()` to plan.json before anything is sent.

@@ -1,12 +1,12 @@
 """observer-cost.md from an observer-cost document (pure: a string), and the report
-(OBSERVER_COST) that lab/document.py writes: observer-cost.json, its picture and observer-cost.md."""
+(OBSERVER_COST) that lab/evidence/document.py writes: observer-cost.json, its picture and observer-cost.md."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from lab.document import Picture, Report
+from lab.evidence.document import Picture, Report
 from lab.observer_cost.checks import engine_minus_sidecar
 from lab.observer_cost.doc import JSON_FILE, VERDICT_WORDS
 

@@ -2,7 +2,7 @@
 phase edge with its clock anchors, send a repetition's requests at a concurrency.
 
 Everything returns plain JSON-able records (kept in observer-cost.json); judging them is
-observer_cost_checks' job. No record is ever dropped: a failure is recorded where it happened.
+the job of checks.py. No record is ever dropped: a failure is recorded where it happened.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from lab.client import SidecarClient, SidecarError
+from lab.client.sidecar import SidecarClient, SidecarError
 
 SNAPSHOT_PATH = "/debug/offload/snapshot"
 MAX_OUTPUT_BYTES = 4096  # of a failed answer, kept in the record

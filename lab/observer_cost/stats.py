@@ -2,7 +2,7 @@
 repetition to its off repetition, with an interval from the pairs themselves. Pure functions, no
 I/O.
 
-The plan (observer_cost_plan) runs the repetitions in pairs, one off and one on, back to back in
+The plan (plan.py) runs the repetitions in pairs, one off and one on, back to back in
 an order drawn for each pair. The statistic follows that design: each pair gives the log of its
 on repetition's mean over its off repetition's; the estimate is their mean (mapped back, the
 pairs' geometric mean ratio, minus 1) and the interval a t-interval on them with n - 1 degrees of

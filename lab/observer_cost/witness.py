@@ -14,7 +14,7 @@ every step:
   wherever the operator can read one (weaker: not the engine's own state). As `metric:`.
 
 A reading that fails, or a value of the wrong kind, leaves the check not evaluated, and a
-repetition whose switch is not verified is not valid. observer_cost_checks judges the readings.
+repetition whose switch is not verified is not valid. checks.py judges the readings.
 """
 
 from __future__ import annotations

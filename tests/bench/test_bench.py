@@ -52,11 +52,13 @@ def test_each_figure_alone_fails_it(regression: Any, args: tuple[float, float, f
     assert needle in line
 
 
-SCRIPTS = sorted(p.name for p in (ROOT / "bench").glob("*.py") if "__main__" in p.read_text())
+SCRIPTS = sorted(p.relative_to(ROOT / "bench").as_posix() for p in (ROOT / "bench").rglob("*.py")
+                 if "__main__" in p.read_text())
 
 
 def test_every_bench_script_is_listed() -> None:
-    assert {"regression.py", "report.py", "scrape_load.py", "poll_cost.py", "suite.py"} <= set(SCRIPTS)
+    assert {"regression.py", "report/report.py", "scale/scale.py", "scrape_load.py", "poll_cost.py",
+            "suite.py"} <= set(SCRIPTS)
 
 
 @pytest.mark.e2e
@@ -69,13 +71,9 @@ def test_every_bench_script_answers_help(script: str) -> None:
 
 
 def test_the_committed_page_is_its_raw_figures_rendered() -> None:
-    """docs/benchmarks.md is bench/report.py's rendering of bench/results/latest.json (and the
+    """docs/benchmarks.md is bench/report/report.py's rendering of bench/results/latest.json (and the
     stored scale result): no figure edited by hand, and every section renders."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        report = importlib.import_module("report")
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    report = importlib.import_module("bench.report.report")
     results = json.loads((ROOT / "bench" / "results" / "latest.json").read_text())
     assert report.render(results) == (ROOT / "docs" / "benchmarks.md").read_text()
 
@@ -96,5 +94,5 @@ def _imported_modules(path: Any) -> set[str]:
 def test_benchmarks_and_tools_never_import_the_tests(folder: str) -> None:
     """bench/ and tools/ run without the test suite: they import the package and tools/."""
     offenders = {p.name: sorted(m for m in _imported_modules(p) if m.split(".")[0] == "tests")
-                 for p in sorted((ROOT / folder).glob("*.py"))}
+                 for p in sorted((ROOT / folder).rglob("*.py"))}
     assert {name: mods for name, mods in offenders.items() if mods} == {}

@@ -1,5 +1,5 @@
-"""The pieces of bench/scale.py that run without a fleet: the series model (bench/scale_series.py),
-the Grafana query substitution (bench/scale_queries.py) and the block ranges (bench/scale_tsdb.py).
+"""The pieces of bench/scale/scale.py that run without a fleet: the series model (bench/scale/series.py),
+the Grafana query substitution (bench/scale/queries.py) and the block ranges (bench/scale/tsdb.py).
 The measurement itself is too slow for the suite (bench/run --scale)."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -27,12 +26,8 @@ ANCHOR = 1_796_000_000.0  # a multiple of 15 s
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[dict[str, ModuleType]]:
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        yield {name: importlib.import_module(name)
-               for name in ("scale_series", "scale_queries", "scale_tsdb", "scale_steps")}
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    yield {f"scale_{name}": importlib.import_module(f"bench.scale.{name}")
+           for name in ("series", "queries", "tsdb", "steps")}
 
 
 def engine_of(series: ModuleType, scenario: str) -> object:
@@ -184,7 +179,7 @@ def test_a_store_serves_runs_that_need_no_more_history_than_it_holds(bench: dict
 
 def test_the_steps_of_the_shipped_rules_are_found_and_backfilled_from_raw_series(
         bench: dict) -> None:
-    """A backfilled store needs the steps' history (bench/scale_steps.py): every step rule of the
+    """A backfilled store needs the steps' history (bench/scale/steps.py): every step rule of the
     shipped files is found, each backfilled from raw series alone (a recorded input would have
     no history either), over the longest range the rules read them back."""
     steps = bench["scale_steps"].find(sorted((ROOT / "alerts").glob("helios-*.yaml")))
@@ -233,8 +228,8 @@ def test_dashboard_queries_as_grafana_sends_them(bench: dict) -> None:
 
 def test_docs_scale_shows_the_stored_result(bench: dict) -> None:
     """docs/scale.md's figures are generated from bench/results/scale.json: regenerate with
-    `python bench/report_scale.py --docs docs/scale.md` after a new measurement."""
-    report = importlib.import_module("report_scale")
+    `python bench/report/scale.py --docs docs/scale.md` after a new measurement."""
+    report = importlib.import_module("bench.report.scale")
     data = json.loads(report.STORED.read_text())
     page = (ROOT / "docs" / "scale.md").read_text()
     assert report.splice_docs(page, data) == page
@@ -254,7 +249,7 @@ def test_docs_scale_shows_the_stored_result(bench: dict) -> None:
 
 
 def test_the_benchmark_page_takes_the_stored_result_without_running_it(bench: dict) -> None:
-    report = importlib.import_module("report_scale")
+    report = importlib.import_module("bench.report.scale")
     data = json.loads(report.STORED.read_text())
     page = "# Benchmarks\n\n## Goals\n| figure | goal | measured | met |\n| --- | --- | --- | --- |\n" \
            "| other | x | y | **met** |\n\nEvery goal measured is met.\n\n## Analysis\n\nText.\n"

@@ -123,8 +123,8 @@ def find(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> d
 
 
 def help_flags(*command: str) -> set[str]:
-    """The long flags `python -m exporter <command> --help` prints."""
-    result = subprocess.run([sys.executable, "-m", "exporter", *command, "--help"], cwd=ROOT,
+    """The long flags `python -m commands <command> --help` prints."""
+    result = subprocess.run([sys.executable, "-m", "commands", *command, "--help"], cwd=ROOT,
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", result.stdout))

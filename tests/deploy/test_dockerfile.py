@@ -89,14 +89,15 @@ def test_runtime_user_ports_health_and_entrypoint(dockerfile: list[Instruction])
 def test_dockerignore_keeps_the_context_to_the_wheel_sources(context: set[str]) -> None:
     rules = ignore_rules()
     for rel in ("pyproject.toml", "README.md", "exporter/schema/snapshot-v1.schema.json",
-                "exporter/py.typed", "exporter/cli.py", "lab/commands.py", "simulator/__init__.py"):
+                "exporter/py.typed", "commands/cli.py", "exporter/cli.py", "lab/compare/command.py",
+                "simulator/__init__.py"):
         assert rel in context, rel
     for rel in (".git/HEAD", ".venv/bin/python", "tests/conftest.py", "deploy/kubernetes/pvc.yaml",
                 "exporter/__pycache__/cli.cpython-311.pyc", "exporter/x.pyc", "state/restore-state.json",
                 ".mypy_cache/x", "Dockerfile", "helios_exporter.egg-info/PKG-INFO"):
         assert not in_context(rel, rules), rel
-    assert {r.split("/")[0] for r in context} <= {"pyproject.toml", "README.md", "exporter", "lab",
-                                                 "simulator"}
+    assert {r.split("/")[0] for r in context} <= {"pyproject.toml", "README.md", "commands",
+                                                 "exporter", "lab", "simulator"}
 
 
 def test_every_copy_source_is_in_the_context(dockerfile: list[Instruction], context: set[str]) -> None:

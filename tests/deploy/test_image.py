@@ -109,14 +109,14 @@ def test_wheel_contents(installed: Installed) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     assert "exporter/schema/snapshot-v1.schema.json" in names
     assert "exporter/py.typed" in names
-    # every module of the three packages, subpackages included
-    sources = {p.relative_to(ROOT).as_posix() for pkg in ("exporter", "lab", "simulator")
+    # every module of the four packages, subpackages included
+    sources = {p.relative_to(ROOT).as_posix() for pkg in ("commands", "exporter", "lab", "simulator")
                for p in (ROOT / pkg).rglob("*.py") if "__pycache__" not in p.parts}
     assert sources <= names, sorted(sources - names)
     assert not {n for n in names if n.startswith(("tests/", "deploy/", "alerts/", "dashboards/"))}
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     text = zipfile.ZipFile(installed.wheel).read(entry_points).decode()
-    assert re.search(r"^helios-exporter = exporter\.cli:main$", text, re.M), text
+    assert re.search(r"^helios-exporter = commands\.cli:main$", text, re.M), text
 
 
 def test_installed_package_and_schema_come_from_the_wheel(installed: Installed, tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from exporter import cli, options
+from commands import cli
+from exporter import options
 from exporter.options import Option
 from tests.conftest import ROOT
 

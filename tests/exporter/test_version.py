@@ -15,7 +15,7 @@ from exporter.app import build_app
 from exporter.config import Config
 from exporter.sidecar import build
 from exporter.version import USER_AGENT, VERSION
-from lab.client import connect
+from lab.client.sidecar import connect
 from tests.conftest import ROOT
 from tests.helpers import StubEngine
 

@@ -28,7 +28,7 @@ def fresh_command(engine: str) -> str:
 
 
 def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "exporter", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([PYTHON, "-m", "commands", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, check=False)
 
 

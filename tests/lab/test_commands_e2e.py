@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import httpx
-from rig import Rig, cli, evidence
 
+from tests.lab.rig import Rig, cli, evidence
 from tools.harness import Procs, free_port
 
 

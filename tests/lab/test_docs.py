@@ -21,7 +21,7 @@ COMPARE = ["compare", "--baseline", f"{FIXTURES}/arms/baseline/evidence.json", "
 
 @pytest.mark.e2e
 def test_the_compare_output_in_the_doc_is_what_compare_prints() -> None:
-    done = subprocess.run([PYTHON, "-m", "exporter", *COMPARE], cwd=ROOT, capture_output=True,
+    done = subprocess.run([PYTHON, "-m", "commands", *COMPARE], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     shown = re.search(r"<!-- compare output[^>]*-->\n```text\n(.*?)```", DOC.read_text(), re.S)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from exporter import cli, logs
+from commands import cli
 from exporter import config as cfg
+from exporter import logs
 from tests.conftest import ROOT
 
 DOC = (ROOT / "docs" / "interface.md").read_text()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter import cli
+from commands import cli
 from tests.helpers import tracked_copy
 from tests.process_guard import process_fixture
 from tools.harness import ROOT, free_port

@@ -264,8 +264,8 @@ THE_PATH = "exporter/sources/http.py"
 # their own: they talk to the sidecar's API, or drive an engine in an experiment. They are the
 # lab's (lab/), outside the sidecar package the rule reads.
 OPERATOR_COMMANDS = {
-    "lab/status/terminal.py", "lab/client.py",
-    "lab/observer_cost/run.py", "lab/send.py",
+    "lab/status/command.py", "lab/client/sidecar.py",
+    "lab/observer_cost/run.py", "lab/probe/send.py",
     "lab/demo/stack.py", "lab/demo/command.py", "lab/demo/alerts.py",
 }
 

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from evidence_builder import (
+
+from commands import cli
+from tests.lab.evidence_builder import (
     WIDER,
     Arm,
     lanes,
@@ -17,8 +19,6 @@ from evidence_builder import (
     semantic_verdict,
     write,
 )
-
-from exporter import cli
 
 SOURCE = {"source_commit": "47581cca" + "0" * 32, "source_diff": "c" * 64}
 UNCHECKED = ("; not checked by this gate: functional acceptance, allocation-safety review, "

@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from evidence_builder import (
+
+from commands import cli
+from tests.lab.compare.compare_run import BASE, FAST, SMALL, SOURCE, UNCHECKED, base_arm, cand_arm, gate, run
+from tests.lab.evidence_builder import (
     DECLARED,
     IDENTITY,
     WIDER,
@@ -24,9 +27,6 @@ from evidence_builder import (
     semantic_verdict,
     write,
 )
-
-from exporter import cli
-from tests.lab.compare.compare_run import BASE, FAST, SMALL, SOURCE, UNCHECKED, base_arm, cand_arm, gate, run
 
 
 def test_admitted_shows_every_gate_and_denominator(tmp_path: Path,

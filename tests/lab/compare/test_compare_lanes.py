@@ -10,7 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from evidence_builder import (
+
+from commands import cli
+from tests.lab.compare.compare_run import BASE, FAST, SMALL, UNCHECKED, base_arm, cand_arm, gate, run
+from tests.lab.evidence_builder import (
     GPU_PREFIX,
     IDENTITY,
     LONG,
@@ -22,9 +25,6 @@ from evidence_builder import (
     semantic_verdict,
     write,
 )
-
-from exporter import cli
-from tests.lab.compare.compare_run import BASE, FAST, SMALL, UNCHECKED, base_arm, cand_arm, gate, run
 
 
 def test_every_lane_is_gated_whatever_the_command_line_names(
@@ -171,7 +171,7 @@ def test_p50_and_p95_come_from_the_buckets(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     doc = cand_arm().doc()
     spread = [0.31] * 40 + [0.44] * 12  # p50 in (0.3, 0.325], p95 in (0.425, 0.45]
-    from evidence_builder import histogram
+    from tests.lab.evidence_builder import histogram
     for r in (1, 2, 3):  # the prime's 52 requests at 0.45 s, then the measured pass's
         recount(doc, f"probe-52/{r}", e2e_latency_seconds=histogram([0.45] * 52 + spread))
     _, out = run(tmp_path, base_arm().doc(), doc, capsys=capsys)

@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from evidence_builder import (
+
+from commands import cli
+from lab.evidence.doc import judge
+from tests.lab.evidence_builder import (
     BUDGET,
     WIDER,
     Arm,
@@ -26,9 +29,6 @@ from evidence_builder import (
     semantic_verdict,
     write,
 )
-
-from exporter import cli
-from lab.evidence import judge
 
 BASE = [0.400, 0.398, 0.402]
 FAST = [0.330, 0.328, 0.332]  # 17.5 % faster

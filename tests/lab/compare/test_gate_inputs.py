@@ -14,13 +14,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from evidence_builder import LONG_PROMPT, WIDER, Arm
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lab.compare.admission import ADMITTED, CANNOT_COMPARE, compare
 from lab.compare.inputs import GATE_INPUTS, IRRELEVANT
-from lab.schema import SchemaError, check_evidence
+from lab.evidence.schema import SchemaError, check_evidence
+from tests.lab.evidence_builder import LONG_PROMPT, WIDER, Arm
 
 Place = tuple[str | int, ...]
 

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from evidence_builder import (
+
+from commands import cli
+from tests.lab.evidence_builder import (
     DECLARED,
     IDENTITY,
     WIDER,
@@ -21,8 +23,6 @@ from evidence_builder import (
     semantic_verdict,
     write,
 )
-
-from exporter import cli
 
 BASE = [0.400, 0.398, 0.402]
 FAST = [0.330, 0.328, 0.332]
@@ -224,13 +224,13 @@ def test_deeply_nested_json_is_a_message_never_a_traceback(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str) -> None:
     deep = "[" * 100_000 + "]" * 100_000
     if where == "record":
-        from lab.record import RecordError, read_passes
+        from lab.probe.record import RecordError, read_passes
         (tmp_path / "probe.json").write_text(deep)
         with pytest.raises(RecordError, match="nested 100000 deep, more than the 64 read"):
             read_passes([tmp_path])
         return
     if where == "corpus":
-        from lab.corpus import CorpusError, read_corpus
+        from lab.probe.corpus import CorpusError, read_corpus
         (tmp_path / "c.jsonl").write_text(deep + "\n")
         with pytest.raises(CorpusError, match="nested 100000 deep"):
             read_corpus(tmp_path / "c.jsonl")
@@ -292,7 +292,7 @@ def test_the_simulators_semantic_check_reads_deep_json_as_unreadable(tmp_path: P
     ("source_diff=" + "c" * 63, False), ("source_diff=latest", False),
 ])
 def test_a_declared_source_is_a_commit_and_a_diff_hash(text: str, ok: bool) -> None:
-    from lab.identity import parse_declaration
+    from lab.compare.identity import parse_declaration
 
     if ok:
         assert parse_declaration(text) == tuple(text.split("=", 1))
@@ -302,7 +302,7 @@ def test_a_declared_source_is_a_commit_and_a_diff_hash(text: str, ok: bool) -> N
 
 
 def test_the_evidence_report_says_simulated_from_the_captures() -> None:
-    from lab.evidence import build
+    from lab.evidence.doc import build
 
     doc = lanes(Arm("base", identity={**IDENTITY, "engine": "helios-simulator"}), BASE,
                 SMALL).doc()

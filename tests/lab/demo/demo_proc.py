@@ -14,7 +14,7 @@ from tools.harness import PYTHON, ROOT
 # Starts the demo with SIGINT's disposition set first (a shell's background job inherits it as
 # ignored, an interactive one as default), whatever this test process's own is.
 WITH_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, getattr(signal, sys.argv[1]));"
-               " os.execv(sys.executable, [sys.executable, '-m', 'exporter', 'demo', *sys.argv[2:]])")
+               " os.execv(sys.executable, [sys.executable, '-m', 'commands', 'demo', *sys.argv[2:]])")
 
 
 class DemoRun:
@@ -24,7 +24,7 @@ class DemoRun:
         self.tmp = tmp / "tmp"
         self.tmp.mkdir(parents=True, exist_ok=True)
         self.out = tmp / "demo.out"
-        start = [PYTHON, "-c", WITH_SIGINT, sigint] if sigint else [PYTHON, "-m", "exporter", "demo"]
+        start = [PYTHON, "-c", WITH_SIGINT, sigint] if sigint else [PYTHON, "-m", "commands", "demo"]
         with self.out.open("wb") as out:
             self.proc = subprocess.Popen(
                 [*start, *argv], stdout=out, stderr=subprocess.STDOUT,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter import cli
+from commands import cli
 from lab.demo import command
 from lab.demo.stack import free_port
 from tests.lab.demo.demo_proc import DemoRun

@@ -4,12 +4,12 @@ cost cover it about as often as the level says.
 
 Each run is what the command does, without HTTP: the simulated engine (simulator.engine, a
 manual clock, seeded) serves the fixture-1024 corpus at C1 and C4 in the order the plan draws
-(observer_cost_plan.plan: pairs of one off and one on repetition), its trace switched off and on
+(plan.py.plan: pairs of one off and one on repetition), its trace switched off and on
 as the --off/--on commands would, each request sent by one of C closed-loop clients the moment
 the previous one answered. A repetition's engine mean is the latency the engine recorded; its
 client mean adds what a shared machine adds: a load factor that drifts over the run (an
 Ornstein-Uhlenbeck process on its log, correlated over about two repetitions). The result is
-observer_cost_doc's `result`, the command's own code. The same pairs judged with the normal
+doc.py's `result`, the command's own code. The same pairs judged with the normal
 quantile in place of t (an interval that takes three pairs' spread as known, as a bootstrap
 does) resolve far more often than 5 %: the bound is one an interval too narrow fails.
 """

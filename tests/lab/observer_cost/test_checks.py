@@ -1,4 +1,4 @@
-"""Each of observer-cost's validity checks on written records (what observer_cost_run keeps), and
+"""Each of observer-cost's validity checks on written records (what run.py keeps), and
 how the document's result refuses to conclude. Pure: the e2e test drives the same through real
 processes."""
 

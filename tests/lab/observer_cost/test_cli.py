@@ -21,7 +21,7 @@ def run(tmp_path: Path, bodies: list[dict[str, object]], *extra: str,
     token = tmp_path / "token"
     token.write_text("observer-Token-0123456789abcdef\n")
     return subprocess.run(
-        [PYTHON, "-m", "exporter", "observer-cost", "--engine-url", "http://127.0.0.1:9",
+        [PYTHON, "-m", "commands", "observer-cost", "--engine-url", "http://127.0.0.1:9",
          "--sidecar", "http://127.0.0.1:9", "--token-file", str(token), "--corpus", str(corpus),
          "--on", "true", "--off", "true", "--out", str(tmp_path / "out"), *witness, *extra],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)

@@ -46,7 +46,7 @@ def observer_cost(engine: str, sidecar: str, token: Path, work: Path, *args: str
     trace = f"curl -fsS -XPOST {engine}/admin/trace -H content-type:application/json -d"
     out = work / "out"
     done = subprocess.run(
-        [PYTHON, "-m", "exporter", "observer-cost", "--engine-url", engine, "--sidecar", sidecar,
+        [PYTHON, "-m", "commands", "observer-cost", "--engine-url", engine, "--sidecar", sidecar,
          "--token-file", str(token), "--corpus", str(corpus), "--out", str(out),
          "--on", trace + " '{\"enabled\": true}'", "--off", trace + " '{\"enabled\": false}'",
          "--witness", WITNESS, "--seed", "7", "--name", "t", *args],
@@ -160,7 +160,7 @@ def test_a_switch_the_engine_does_not_show_is_not_a_measurement(procs: Procs,
 
     def command(out: str, witness: str, on: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [PYTHON, "-m", "exporter", "observer-cost", "--engine-url", engine, "--sidecar",
+            [PYTHON, "-m", "commands", "observer-cost", "--engine-url", engine, "--sidecar",
              sidecar, "--token-file", str(token), "--corpus", str(corpus), "--out",
              str(tmp_path / out), "--on", on, "--off", "true", "--witness", witness,
              "--requests", "4", "--seed", "7", "--name", out],
@@ -195,7 +195,7 @@ def test_a_failing_switch_stops_the_run_and_the_report_says_so(procs: Procs,
                                      cwd=ROOT, capture_output=True, text=True, check=True,
                                      timeout=60).stdout)
     done = subprocess.run(
-        [PYTHON, "-m", "exporter", "observer-cost", "--engine-url", engine, "--sidecar", sidecar,
+        [PYTHON, "-m", "commands", "observer-cost", "--engine-url", engine, "--sidecar", sidecar,
          "--token-file", str(token), "--corpus", str(corpus), "--out", str(out), "--on",
          "echo cannot reach the tracer; exit 3", "--off", "true", "--witness", WITNESS,
          "--requests", "4", "--seed", "7", "--name", "s"],

@@ -17,7 +17,7 @@ from typing import Any
 from unittest import mock
 from urllib.parse import urlsplit
 
-from exporter.cli import _parser as cli_parser
+from commands.cli import parse as cli_parse
 from exporter.restore.events import RestoreEventIn
 from tests.conftest import ROOT
 from tests.helpers import contract_example
@@ -273,7 +273,7 @@ def _helios_exporter(call: Call, r: Reach | None = None) -> list[str]:
     """The real CLI parses the line, with the HELIOS_EXPORTER_* variables it was run with."""
     try:
         with mock.patch.dict(os.environ, call.env):
-            args = cli_parser().parse_args(call.argv)
+            args = cli_parse(call.argv)
     except SystemExit as exc:
         return [f"helios-exporter {' '.join(call.argv)}: the CLI refuses it (exit {exc.code})"]
     sidecar = getattr(args, "sidecar", None)

@@ -1,0 +1,5 @@
+"""`python -m commands NAME ...` is `helios-exporter NAME ...`."""
+
+from commands.cli import main
+
+main()
