@@ -8,17 +8,25 @@ import json
 import time
 
 import httpx
-from tests.e2e.scripted import Exposition
 
 from tests.conftest import FIXTURES
-from tools.harness import Procs, families
+from tools.harness import Procs, StubEngine, families
 
 SGLANG = FIXTURES / "engines" / "sglang-0.5.23" / "03-reuse-from-host.prom"
 
 
+class Exposition(StubEngine):
+    """An engine with /metrics and /health and no snapshot (404), as SGLang serves."""
+
+    def answer(self, path: str) -> httpx.Response | None:
+        if path == "/debug/offload/snapshot" and not self.down:
+            self.requests.append(path)
+            return httpx.Response(404)
+        return super().answer(path)
+
+
 def test_auto_reads_an_sglang_engine(procs: Procs) -> None:
-    with Exposition() as engine:
-        engine.text = SGLANG.read_text()
+    with Exposition(metrics=SGLANG.read_text()) as engine:
         proc, url = procs.sidecar(f"http://{engine.target}", "--engine-kind", "auto",
                                   "--poll-interval", "0.5")
         deadline = time.monotonic() + 20
