@@ -32,6 +32,7 @@ from simulator.clock import Clock
 from simulator.corpora import VOCAB
 from simulator.engine import AdmissionState, EngineUnavailable, SimulatedEngine
 from simulator.faults import FaultKind, Faults
+from simulator.flavors import DEFAULT_FLAVOR, renderer
 from simulator.runner import ScenarioRunner
 from simulator.scenarios import Scenario
 
@@ -108,9 +109,11 @@ def build_app(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     max_request_wait_s: float = 30.0,
     api_key: str | None = None,
+    flavor: str = DEFAULT_FLAVOR,
 ) -> FastAPI:
     """The engine's HTTP app; with a ``scenario``, its lifespan runs the background traffic;
-    with an ``api_key``, completions need it as a bearer token."""
+    with an ``api_key``, completions need it as a bearer token; with a ``flavor`` other than
+    helios, ``/metrics`` in that engine's shape and no snapshot (simulator.flavors)."""
     clock = clock or engine.clock
     faults = Faults()
 
@@ -159,12 +162,17 @@ def build_app(
             "faults": faults.describe(),
         }
 
+    render = renderer(flavor, engine)
+
     @app.get("/metrics")
     async def metrics() -> Response:
-        return Response(engine.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+        return Response(render(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/debug/offload/snapshot")
     async def snapshot() -> dict[str, Any]:
+        if flavor != DEFAULT_FLAVOR:
+            raise HTTPException(404, f"no snapshot: the {flavor} flavor has none, as that "
+                                     "engine has none")
         return engine.snapshot()
 
     @app.get("/health")

@@ -22,6 +22,7 @@ from exporter.options import Option, OptionParser
 from simulator.app import build_app
 from simulator.config import SNAPSHOT_VERSIONS, EngineConfig
 from simulator.engine import SimulatedEngine
+from simulator.flavors import DEFAULT_FLAVOR, FLAVORS, VERSIONS
 from simulator.latency import LatencyModel
 from simulator.outage import OutageOptions
 from simulator.runner import DEFAULT_RATES, ENGINE_DEFAULTS, OUTAGE_DEFAULTS, SCENARIOS, build_scenario
@@ -47,6 +48,10 @@ OPTIONS = (
            required=True, metavar="HOST:PORT"),
     Option("--scenario", "str", "steady", "background traffic and timeline; idle sends none, for "
            "a probe that drives the engine itself", choices=SCENARIOS),
+    Option("--flavor", "str", DEFAULT_FLAVOR, "the shape of /metrics: helios, or that of "
+           + ", ".join(f"{name} {version}" for name, version in VERSIONS.items())
+           + " (from the same engine and scenarios; no snapshot, as those engines have none)",
+           choices=FLAVORS),
     Option("--seed", "int", None, "random seed for identities, prompts and timings",
            default_text="random"),
     Option("--rate", "float", None, "background requests per second", metavar="REQ_PER_S",
@@ -182,8 +187,8 @@ def create_app(args: argparse.Namespace) -> FastAPI:
     engine = SimulatedEngine(_engine_config(args), seed=seed)
     scenario = build_scenario(args.scenario, seed=seed, rate=args.rate, outage=outage)
     log.info("simulator_configured", scenario=args.scenario, seed=seed,
-             geometry=args.geometry, generation=engine.generation)
-    return build_app(engine, scenario=scenario, api_key=_api_key(args))
+             geometry=args.geometry, generation=engine.generation, flavor=args.flavor)
+    return build_app(engine, scenario=scenario, api_key=_api_key(args), flavor=args.flavor)
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -1,4 +1,4 @@
-"""python -m tools.engine_fixtures render [ENGINE ...] [--out DIR]"""
+"""python -m tools.engine_fixtures render [ENGINE ...] [--out DIR] | shapes"""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from tools.engine_fixtures import shapes, wheels
 from tools.engine_fixtures.engines import ENGINES
 
 
@@ -28,7 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("engines", nargs="*", metavar="ENGINE",
                      help=f"one of {', '.join(ENGINES)} (default: all)")
     run.add_argument("--out", type=Path, help="write here instead of tests/fixtures/engines")
+    commands.add_parser("shapes", help="write simulator/shapes/ from the committed fixtures")
     args = parser.parse_args(argv)
+    if args.command == "shapes":
+        for path in shapes.write():
+            print(f"wrote {path.relative_to(wheels.ROOT)}")
+        return 0
     unknown = sorted(set(args.engines) - set(ENGINES))
     if unknown:
         parser.error(f"unknown engine {', '.join(unknown)}; known: {', '.join(ENGINES)}")

@@ -15,6 +15,7 @@ class Engine:
     name: str
     wheel: wheels.Wheel
     renderer: str
+    exact: bool = True  # re-rendering gives the same values (no timings measured)
 
     @property
     def folder(self) -> Path:
@@ -24,4 +25,6 @@ class Engine:
 ENGINES = {
     "sglang": Engine("sglang", wheels.SGLANG, "tools.engine_fixtures.render_sglang"),
     "vllm": Engine("vllm", wheels.VLLM, "tools.engine_fixtures.render_vllm"),
+    "lmcache": Engine("lmcache", wheels.LMCACHE, "tools.engine_fixtures.render_lmcache",
+                      exact=False),
 }

@@ -16,9 +16,13 @@ FAMILIES = "families.json"
 
 
 def exposed(text: str) -> dict[str, dict[str, Any]]:
-    """Family name -> type and label names (le, quantile aside) as parsed."""
+    """Family name -> type and label names (le, quantile aside) as parsed, for
+    the families with a sample (a labelled family with no child yet shows only
+    its HELP and TYPE lines: not exposed)."""
     families: dict[str, dict[str, Any]] = {}
     for family in text_string_to_metric_families(text):
+        if not family.samples:
+            continue
         labels: set[str] = set()
         for sample in family.samples:
             labels.update(k for k in sample.labels if k not in ("le", "quantile"))

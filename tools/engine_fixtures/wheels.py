@@ -47,6 +47,15 @@ VLLM = Wheel(
     python_version="3.11",
     platform="manylinux_2_28_x86_64",
 )
+LMCACHE = Wheel(
+    project="lmcache",
+    version="0.5.6",
+    filename="lmcache-0.5.6-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+    sha256="14530ff72b96056e894c9b8dc70c10d019e7802799bbfde9cec298700b799194",
+    size=17659257,
+    python_version="3.11",
+    platform="manylinux_2_28_x86_64",
+)
 # SGLang's metric collector imports msgspec (a pure serialisation library,
 # no GPU): its own wheel, pinned like the engines'.
 MSGSPEC = Wheel(
