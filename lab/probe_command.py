@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 from exporter.options import Option
+from lab import engine_verdicts, identity, probe, record, send
 from lab import evidence as ev
-from lab import identity, probe, record, send
 from lab.client import SidecarClient, SidecarError, connect
 from lab.corpus import Corpus, read_corpus
 from lab.evidence_command import err, print_verdicts, sidecar_options, write_evidence
@@ -145,6 +145,10 @@ def _probe(args: argparse.Namespace, client: SidecarClient, name: str, corpus: C
     pairs = [(first.phase, later.phase) for first in ended if first.previous is None
              for later in ended if later is not first and _same_incarnation(first, later, ended)]
     doc = ev.build(phases, pairs, summaries, source=args.sidecar)
+    try:  # an engine read through its /metrics: verdicts only on what it exports
+        doc = engine_verdicts.apply(doc, engine_verdicts.engine_of(client.status()))
+    except SidecarError as exc:
+        err("probe", f"{exc}: the engine kind is unknown, the verdicts are Helios's")
     wrote = write_evidence(doc, args.out, "probe")
     print_verdicts(doc)
     if state["stopped"]:
