@@ -30,6 +30,9 @@ MISS_REASONS: Final = (
 PHASE_NAME_PATTERN: Final = r"^[A-Za-z0-9._/-]{1,64}$"
 SOURCES: Final = ("engine_snapshot", "engine_metrics", "nvml", "host")
 ENGINE_PATHS: Final = ("snapshot", "metrics")  # what the sidecar requests from the engine
+# ... and, of an engine of another kind (`--engine-kind sglang|vllm`), its health path: counted
+# from its first request, never zero-filled (a Helios sidecar's series stay as they were).
+HEALTH_PATH: Final = "health"
 # Snapshot v3's additions to `offload` (docs/snapshot.md, "Schema v3").
 STORE_OUTCOMES: Final = ("stored", "dropped_full", "dropped_ineligible", "failed")
 EVICTED_BY: Final = ("row", "page", "ancestor_compaction")

@@ -87,8 +87,9 @@ def vllm(*, store_bytes: float | None = 1 << 20, load_bytes: float | None = 1 <<
     if stores is not None:
         size = Histogram(n("kv_offload_store_size"), "sizes", labels, registry=reg,
                          buckets=(1 << 20, float("inf")))
+        child = size.labels("m", "0")  # created at 0 stores, as the engine's loggers do
         for _ in range(int(stores)):
-            size.labels("m", "0").observe(1000)
+            child.observe(1000)
     if local_compute is not None:
         Counter(n("prompt_tokens_by_source"), "by source", [*labels, "source"],
                 registry=reg).labels("m", "0", "local_compute").inc(local_compute)

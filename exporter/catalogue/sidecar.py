@@ -11,6 +11,7 @@ from exporter.labels import (
     CONNECTION_CLOSE_REASONS,
     ENGINE_PATHS,
     FETCH_OUTCOMES,
+    HEALTH_PATH,
     SOURCES,
     TLS_CERTIFICATES,
 )
@@ -40,7 +41,8 @@ FAMILIES: Rows = (
            source="the source's latest poll"),
     Family("helios_exporter_engine_requests_total", "counter", ("path", "outcome"), "requests",
            help="Requests the sidecar made to the engine, by path and outcome.", collector=E,
-           labels_doc=f"path={'|'.join(ENGINE_PATHS)}, outcome={'|'.join(FETCH_OUTCOMES)}",
+           labels_doc=f"path={'|'.join(ENGINE_PATHS)} (and {HEALTH_PATH} with --engine-kind "
+           f"sglang or vllm), outcome={'|'.join(FETCH_OUTCOMES)}",
            source="the sidecar's cost on the engine"),
     Family("helios_exporter_engine_response_bytes_total", "counter", ("path",), "bytes",
            help="Body bytes the sidecar read from the engine, by path.", collector=E,

@@ -85,7 +85,14 @@ class Reader:
             le = labels.get("le")
             if le is None:
                 raise Inconsistent(f"{name}_bucket without le")
-            le = "+Inf" if le == "+Inf" else repr(float(le))
+            if le != "+Inf":
+                try:
+                    bound = float(le)
+                except ValueError:
+                    bound = math.nan
+                if not math.isfinite(bound):  # only `+Inf` is the last bucket
+                    raise Inconsistent(f"{name}_bucket with le {le!r}")
+                le = repr(bound)
             buckets[le] = buckets.get(le, 0.0) + v
         total, count = self.total(name + "_sum", **match), self.total(name + "_count", **match)
         if not buckets or total is None or count is None:
@@ -109,8 +116,10 @@ class Row:
     def __post_init__(self) -> None:
         if self.signal not in BY_NAME:
             raise AssertionError(f"{self.signal} is not a signal (exporter/engines/signals.py)")
-        if (self.how == "absent") != (self.read is None):
-            raise AssertionError(f"{self.signal}: an absent row reads nothing, the others read")
+        # A signal outside the offload section (the generation) is derived elsewhere.
+        reads = BY_NAME[self.signal].path is not None and self.how != "absent"
+        if reads != (self.read is not None):
+            raise AssertionError(f"{self.signal}: only a mapped offload signal reads")
 
 
 def absent(signal: str, why: str, gap: str = "") -> Row:

@@ -185,5 +185,5 @@ MAPPING = Mapping("sglang", "0.5.23", (
            "admission a drain cannot be judged from them"),
     absent("ranks", "ranks are labels of the engine's series, not a count it states"),
     Row("generation", "derived", "", "from the exposition: process start time, else the "
-        "earliest counter `_created`, else a counter reset (docs/engines.md)", (), lambda r: 0.0),
+        "earliest counter `_created`, else a counter reset (exporter/engines/identity.py)"),
 ), flags=("--enable-metrics", "--enable-hierarchical-cache"), marker=(REQUESTS, PAGE_SIZE))

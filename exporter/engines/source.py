@@ -29,10 +29,11 @@ from exporter.engines.model import Mapping
 from exporter.engines.signals import SIGNALS
 from exporter.engines.state import KindState
 from exporter.engines.translate import Translated, translate
-from exporter.labels import ErrorReason
+from exporter.labels import HEALTH_PATH, ErrorReason
 from exporter.snapshot import Lookups, Offload, Snapshot
 from exporter.sources.base import Result
 from exporter.sources.engine import METRICS_PATH, EngineSource
+from exporter.sources.http import off_loop_if_large
 
 log = structlog.get_logger("helios_exporter.engines")
 Fetched = tuple[bytes | None, ErrorReason | None, str]
@@ -48,6 +49,7 @@ class KindSource(EngineSource):
                                MAPPINGS[kind].name if kind in MAPPINGS else None)
         self._identity: Identity | None = None
         self._shared: asyncio.Future[Fetched] | None = None
+        self._last_dropped: frozenset[str] = frozenset()  # logged once per change
 
     # -- the one /metrics request of a cycle -----------------------------------------------------
     async def _metrics_body(self) -> Fetched:
@@ -63,7 +65,7 @@ class KindSource(EngineSource):
         health: Fetched = (b"", None, "")
         if mapping is not None:
             (body, reason, message), health = await asyncio.gather(
-                asyncio.shield(shared), self._get(mapping.health_path, "health"))
+                asyncio.shield(shared), self._get(mapping.health_path, HEALTH_PATH))
         else:
             body, reason, message = await asyncio.shield(shared)
         if health[1] is not None:
@@ -77,7 +79,8 @@ class KindSource(EngineSource):
         except UnicodeDecodeError:
             return Result(None, started, self.timer() - t0, ErrorReason.DECODE,
                           "engine /metrics is not UTF-8")
-        exp = parse(text, mapping.wanted() if mapping is not None else _ALL_WANTED)
+        exp = await off_loop_if_large(len(body), parse, text,
+                                      mapping.wanted() if mapping is not None else _ALL_WANTED)
         found = kinds.found(exp)
         if mapping is None:  # auto, not decided yet
             if found == "unknown":
@@ -123,23 +126,24 @@ class KindSource(EngineSource):
         tr = translate(mapping, exp)
         self._identity = identity.advance(self._identity, mapping.kind, exp, _counters(tr), now)
         _log_coverage(mapping, self.state.coverage, tr.coverage)
-        if tr.dropped and tr.dropped.keys() != self._last_dropped:
+        if tr.dropped and frozenset(tr.dropped) != self._last_dropped:
             log.warning("engine_values_dropped", kind=mapping.kind, fields=tr.dropped)
-        self._last_dropped = tr.dropped.keys()
+        self._last_dropped = frozenset(tr.dropped)
         self.state = replace(self.state, coverage=MappingProxyType(dict(tr.coverage)),
                              evidence=self._identity.evidence)
         fields = tr.fields
         lookups = fields.get("lookups", {})
+        budget = fields.get("budget_bytes")
+        # The typed slabs stay empty: the geometry rules need record sizes no engine states.
         offload = None if not fields else Offload(
-            budget_bytes=None, slabs={}, resident_bytes=None, evictions={},
+            budget_bytes=None if budget is None else int(budget), slabs={}, resident_bytes=None,
+            evictions={},
             lookups=Lookups(int(lookups["total"]), None, None) if "total" in lookups else None,
             fields=fields)
         return Snapshot(generation=self._identity.generation, generation_derived=True,
                         started_at=self._identity.started_at, identity=None, admission=None,
                         ranks=None, offload=offload, dropped_fields=tuple(tr.dropped),
                         schema_version=3, engine=mapping.kind)
-
-    _last_dropped: Any = frozenset()
 
 
 def _counters(tr: Translated) -> dict[str, float]:

@@ -37,10 +37,7 @@ def translate(mapping: Mapping, exp: Exposition) -> Translated:
     dropped: dict[str, str] = {}
     for row in mapping.rows:
         signal = BY_NAME[row.signal]
-        if row.read is None:
-            coverage[row.signal] = "absent"
-            continue
-        if signal.path is None:  # outside the offload section (the generation: identity.py)
+        if signal.path is None or row.read is None:  # the generation (identity.py), or absent
             coverage[row.signal] = row.how
             continue
         try:

@@ -132,7 +132,7 @@ MAPPING = Mapping("vllm", "0.33.0", (
            "admission a drain cannot be judged from them"),
     absent("ranks", "not exported"),
     Row("generation", "derived", "", "from the exposition: process start time, else the "
-        "earliest counter `_created`, else a counter reset (docs/engines.md)", (), lambda r: 0.0),
+        "earliest counter `_created`, else a counter reset (exporter/engines/identity.py)"),
 ), flags=("--kv-transfer-config '{\"kv_connector\":\"OffloadingConnector\",\"kv_role\":"
           "\"kv_both\",\"kv_connector_extra_config\":{\"num_cpu_blocks\":N}}'",),
    marker=(PROMPT,))

@@ -151,3 +151,60 @@ def test_a_family_the_engine_lacks_is_absent_not_zero() -> None:
                    "prompt_tokens.host_restored", "slab_capacity.page"):
         assert value(tr, signal) is None, signal
         assert tr.coverage[signal] == "absent", signal
+
+
+@settings(max_examples=100, deadline=None)
+@given(store=counts, load=counts, total_bytes=st.booleans(), compute=counts, device=counts,
+       host=counts, stores=st.one_of(st.none(), st.integers(0, 20)), requests=counts,
+       form=st.sampled_from(["colon", "underscore"]))
+def test_vllm_every_value_reaches_its_signal_or_is_absent(
+        store: float | None, load: float | None, total_bytes: bool, compute: float | None,
+        device: float | None, host: float | None, stores: int | None, requests: float | None,
+        form: str) -> None:
+    tr = run("vllm", engine_expositions.vllm(
+        store_bytes=store, load_bytes=load, total_bytes=total_bytes, local_compute=compute,
+        device=device, host=host, stores=stores, requests=requests, form=form))
+    assert tr.dropped == {}
+    assert value(tr, "stored_bytes") == store
+    assert value(tr, "restore_transfer_bytes") == load
+    assert value(tr, "prompt_tokens.host_restored") == host
+    assert value(tr, "host_tokens_restored") == host
+    assert value(tr, "prompt_tokens.gpu_prefix") == device
+    assert value(tr, "host_stores") == (None if stores is None else float(stores))
+    assert value(tr, "prompt_tokens_reused") == (None if device is None
+                                                 else device + (host or 0.0))
+    assert "slabs" not in tr.fields  # the OffloadingConnector states no occupancy
+
+
+NAMES = sorted(SGLANG.wanted() | VLLM.wanted())
+numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**15))
+labels = st.dictionaries(st.sampled_from(["pool", "reason", "cache_source", "source", "le",
+                                          "tp_rank", "transfer_type", "outcome"]),
+                         st.sampled_from(["kv", "mamba", "host", "device", "host_pressure",
+                                          "+Inf", "1.0", "0", "GPU_to_CPU", "stored", "x"]),
+                         max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(NAMES), labels, numbers), max_size=40),
+       st.lists(st.text(max_size=40), max_size=5))
+def test_any_exposition_translates_to_finite_counts_or_drops(
+        samples: list[tuple[str, dict[str, str], float]], junk: list[str]) -> None:
+    """Whatever values the engine's families hold (negative, NaN, infinite, contradicting) and
+    whatever junk lines come with them, the translation never raises, and every value it keeps
+    is a finite count; what it refuses is named."""
+    lines = [f"{name}{{{','.join(f'{k}={chr(34)}{v}{chr(34)}' for k, v in lab.items())}}} {v}"
+             for name, lab, v in samples] + [j.replace("\n", " ") for j in junk]
+    text = "\n".join(lines) + "\n"
+    for kind in ("sglang", "vllm"):
+        tr = run(kind, text)
+
+        def walk(node: Any) -> None:
+            if isinstance(node, dict):
+                for child in node.values():
+                    walk(child)
+            else:
+                assert isinstance(node, float | int) and 0 <= node < float("inf"), node
+
+        walk(tr.fields)
+        assert all(path.startswith("offload.") for path in tr.dropped)
