@@ -92,3 +92,24 @@ def test_an_absent_restored_counter_is_not_read_as_no_reuse() -> None:
     stores_only = "# TYPE helios_offload_host_stores_total counter\n" \
                   'helios_offload_host_stores_total{generation="g"} 5\n'
     assert narrator.lines(stores_only) == []
+
+
+@pytest.mark.e2e
+def test_the_demo_as_an_sglang_engine_end_to_end(tmp_path: Path) -> None:
+    """`demo --engine sglang` as a process: the simulator in SGLang's shape, the sidecar of
+    --engine-kind sglang; stores without reuse, then reuse from the host tier at about 30 s."""
+    from tests.lab.demo.demo_proc import DemoRun
+    from tools.harness import free_port
+
+    run = DemoRun(tmp_path, "--engine", "sglang", "--no-prometheus", "--duration", "45",
+                  "--engine-port", str(free_port()), "--port", str(free_port()))
+    try:
+        run.wait_for("scenario late-reuse")
+        run.wait_for("has restored nothing", timeout=60)
+        run.wait_for("reuse from the host tier", timeout=90)
+        assert run.proc.wait(timeout=60) == 0, run.output()
+    finally:
+        run.stop()
+    out = " ".join(run.output().split())  # the story's lines are wrapped
+    assert "--engine-kind sglang" in out and "shipped alerts cannot fire" in out, out
+    assert " lookups hit" not in out, out  # hits are absent on SGLang, never 0
