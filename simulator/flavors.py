@@ -25,8 +25,9 @@ bytes, seconds, sizes; and the deprecated ``kv_offload_total_*`` by transfer
 type), allocation failures (stores dropped for want of room), skipped stores
 (stores a prompt too short could not make), the share of the CPU cache pinned
 by stores in flight (reads: 0, a restore is not in flight), allocations (one
-per store, its pages), lookups (timed at 0), prefix-cache queries and hits (device) and the
-connector's (host), and cached prompt tokens by source.
+per store, its pages), lookups (timed at 0), finished requests (by length),
+prefix-cache queries and hits (device) and the connector's (host), and cached
+prompt tokens by source.
 """
 
 from __future__ import annotations
@@ -147,6 +148,10 @@ def vllm_values(engine: SimulatedEngine) -> Values:
         "vllm:num_requests_running": _one(c.running),
         "vllm:prompt_tokens": _one(c.prompt),
         "vllm:generation_tokens": _one(c.generated),
+        # the simulated requests end at their max_tokens
+        "vllm:request_success": [({"finished_reason": reason}, c.requests if reason == "length"
+                                  else 0.0)
+                                 for reason in ("stop", "length", "abort", "error", "repetition")],
         "vllm:prefix_cache_queries": _one(c.prompt),
         "vllm:prefix_cache_hits": _one(c.device_hits),
         "vllm:external_prefix_cache_queries": _one(c.prompt - c.device_hits),

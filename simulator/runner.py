@@ -14,13 +14,15 @@ from simulator.outage import OutageOptions, OutageScenario
 from simulator.scenarios import (
     IdleScenario,
     InertScenario,
+    LateReuseScenario,
     ReverseReplayScenario,
     Scenario,
     SteadyScenario,
 )
 
-SCENARIOS = ("steady", "reverse-replay", "outage", "idle", "demo", "inert")
-DEFAULT_RATES = {"steady": 3.0, "reverse-replay": 4.0, "outage": 3.0, "demo": 4.0, "inert": 3.0}
+SCENARIOS = ("steady", "reverse-replay", "outage", "idle", "demo", "inert", "late-reuse")
+DEFAULT_RATES = {"steady": 3.0, "reverse-replay": 4.0, "outage": 3.0, "demo": 4.0, "inert": 3.0,
+                 "late-reuse": 3.0}
 # Engine settings a scenario needs unless the command line says otherwise. reverse-replay and idle
 # (where the probe drives the corpora) store a checkpoint every 4 blocks (12 per 48-block prompt):
 # 52 prompts want 624 rows of the 512 that a quarter of 32 GiB holds, while their 2496 pages leave
@@ -33,6 +35,7 @@ ENGINE_DEFAULTS: dict[str, dict[str, Any]] = {
     "demo": {"stores_per_request": 12},
     # One checkpoint per prompt, at its end: none lands inside the document the prompts share.
     "inert": {"stores_per_request": 1},
+    "late-reuse": {},
 }
 # The scenarios with an outage timeline, and its defaults. The demo's: three replay passes (prime,
 # forward, reverse: the cache-order probe's two outcomes; 13 s each and DEMO_PASS_GAP of quiet
@@ -67,6 +70,8 @@ def build_scenario(
         return ReverseReplayScenario(rate=rate)
     if name == "inert":
         return InertScenario(rate=rate, seed=seed)
+    if name == "late-reuse":
+        return LateReuseScenario(rate=rate, seed=seed)
     options = outage or OUTAGE_DEFAULTS[name]
     if name == "demo":
         replay = ReverseReplayScenario(rate=rate, pass_gap=DEMO_PASS_GAP, cycle=DEMO_CYCLE)

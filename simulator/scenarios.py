@@ -235,6 +235,54 @@ class InertScenario:
 
 
 @dataclass
+class LateReuseScenario:
+    """A host tier that stores and never restores, then is reused: the first ``fresh`` prompts
+    are all new (each long enough to store its checkpoints, none repeated), so the host tier
+    takes their stores and serves no hit; after them the same prompts come back in turn, each
+    after more other prompts than the device keeps resident, so each is restored from the host
+    tier. At ``rate`` requests a second the stores go on without reuse for ``fresh / rate``
+    seconds (30 s at the defaults; ``--rate`` compresses or stretches it)."""
+
+    rate: float = 3.0
+    seed: int = 0
+    fresh: int = 90
+    name: str = "late-reuse"
+    traffic_enabled: bool = True
+    traffic: TrafficStats = field(default_factory=TrafficStats)
+
+    def __post_init__(self) -> None:
+        if self.rate <= 0:
+            raise ValueError(f"rate must be positive, got {self.rate}")
+        if self.fresh < 1:
+            raise ValueError(f"fresh must be at least 1, got {self.fresh}")
+        self.rng = random.Random(self.seed)
+        self.prompts = [make_prompt(self.rng, self.rng.randint(600, 2000))
+                        for _ in range(self.fresh)]
+        self.sent = 0
+        self.next_at: float | None = None
+
+    @property
+    def phase(self) -> str:
+        return "stores without reuse" if self.sent < self.fresh else "reuse from host"
+
+    def step(self, engine: SimulatedEngine, now: float) -> float:
+        if self.next_at is None:
+            self.next_at = now
+        if now >= self.next_at:
+            prompt = self.prompts[self.sent % self.fresh]
+            if self.traffic_enabled and self.traffic.submit(engine, prompt,
+                                                            self.rng.randint(16, 64)):
+                self.sent += 1
+            self.next_at = now + 1.0 / self.rate
+        return self.next_at - now
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "rate": self.rate, "phase": self.phase, "fresh": self.fresh,
+                "sent": self.sent, "traffic_enabled": self.traffic_enabled,
+                "submitted": self.traffic.submitted, "refused": self.traffic.refused}
+
+
+@dataclass
 class IdleScenario:
     """No background traffic: the engine serves only what clients send (``helios-exporter
     probe``, a load generator). The runner still ticks, so host stores complete on time."""

@@ -80,6 +80,16 @@ class SidecarClient:
                                "helios-exporter sidecar?)")
         return phases
 
+    def status(self) -> dict[str, Any]:
+        """GET /status (the engine kind the sidecar reads, lab/probe/engine_verdicts.py)."""
+        try:
+            resp = self._http.get(self.base_url + "/status")
+        except httpx.HTTPError as exc:
+            raise SidecarError(f"cannot reach {self.base_url}: {access.why(exc)}") from None
+        if resp.status_code != 200:
+            raise SidecarError(_explain(resp), resp.status_code)
+        return _json(resp, "status")
+
 
 def connect(args: argparse.Namespace, token_file: Path | None = None, timeout: float = 30.0,
             transport: httpx.BaseTransport | None = None) -> SidecarClient:

@@ -17,6 +17,7 @@ import httpx
 
 from exporter import defaults
 from exporter.options import Option
+from lab.demo import engines
 from lab.demo.alerts import AlertNarrator
 from lab.demo.offload import OffloadNarrator
 from lab.demo.stack import Stack, StartFailed, free_port
@@ -48,10 +49,15 @@ def _scenario_default(name: str) -> str:
 
 
 OPTIONS = (
-    Option("--scenario", "str", "demo", "what the simulated engine plays (docs/simulator.md): "
+    Option("--engine", "str", "helios", "the engine the simulator plays: helios (its offload "
+           "snapshot), or sglang or vllm (their /metrics only, read by a sidecar of that "
+           "--engine-kind; docs/engines.md)", choices=engines.ENGINES),
+    Option("--scenario", "str", None, "what the simulated engine plays (docs/simulator.md): "
            "demo replays the probe corpus prime, forward, reverse (row pressure while pages sit "
            "free, hits by order), then an outage and a restore; outage is the restore story with "
-           "steady traffic; reverse-replay, steady and idle have no outage", choices=SCENARIOS),
+           "steady traffic; reverse-replay, steady and idle have no outage; late-reuse stores "
+           "without reuse for 30 s, then reuses", choices=SCENARIOS,
+           default_text="demo; late-reuse with --engine sglang or vllm"),
     Option("--geometry", geometry_name, DEFAULT_GEOMETRY, "the simulated engine's offload tier "
            "(docs/simulator.md, 'Geometries'): generic (round sizes from no model) or hybrid-tp2 "
            "(the engine team's control runs' tier)", choices=tuple(GEOMETRIES)),
@@ -93,7 +99,9 @@ OPTIONS = (
 
 
 def validate(args: argparse.Namespace) -> str | None:
-    """What is wrong between options (each one is checked as it is parsed), or None."""
+    """What is wrong between options (each one is checked as it is parsed), or None; settles
+    the scenario the engine chosen plays."""
+    args.scenario = engines.scenario(args.engine, args.scenario)
     if args.request_cutoff > args.restore_bound:
         return (f"--request-cutoff ({args.request_cutoff:g}) must not be later than "
                 f"--restore-bound ({args.restore_bound:g})")
@@ -116,7 +124,7 @@ def timeline(args: argparse.Namespace) -> OutageOptions | None:
 
 def simulate_command(args: argparse.Namespace, port: int) -> list[str]:
     cmd = [sys.executable, "-m", "commands", "simulate", "--listen", f"127.0.0.1:{port}",
-           "--scenario", args.scenario, "--geometry", args.geometry]
+           "--scenario", args.scenario, "--geometry", args.geometry, "--flavor", args.engine]
     if args.seed is not None:
         cmd += ["--seed", str(args.seed)]
     for name in (*TIMINGS, "outage_container", "outage_stuck_requests"):
@@ -205,6 +213,10 @@ def story(args: argparse.Namespace) -> list[str]:
     elif args.scenario in ("steady", "outage"):
         lines.append("steady traffic, 3 requests a second: hits and misses from the start, the "
                      "row slab full after about two minutes")
+    elif args.scenario == "late-reuse":
+        lines.append("90 new prompts, 3 requests a second: the host tier stores them and "
+                     "restores nothing for 30 s, then the same prompts come back, restored from "
+                     "the host tier")
     else:
         lines.append("no traffic (idle): the engine serves only what you send it")
     outage = timeline(args)
@@ -248,7 +260,8 @@ def _run(args: argparse.Namespace, stack: Stack) -> bool:
         "--listen", f"127.0.0.1:{port}", "--poll-interval", f"{args.poll_interval:g}",
         "--state-dir", str(stack.tmp / "state"), "--request-cutoff", f"{args.request_cutoff:g}",
         "--restore-bound", f"{args.restore_bound:g}", "--down-grace", f"{args.down_grace:g}",
-        "--events-token-file", str(token), "--no-nvml", "--log-format", "json"])
+        "--events-token-file", str(token), "--no-nvml", "--log-format", "json",
+        "--engine-kind", args.engine])
     stack.wait_ready("sidecar", sidecar + "/readyz")
 
     prometheus = alertmanager = None
@@ -302,7 +315,9 @@ def _run(args: argparse.Namespace, stack: Stack) -> bool:
     for name, url, note in rows:
         print(f"  {name:<18} {url:<{width}}  {note}")
     print("\nWhat happens, in seconds from the engine's start (the [+s] of every line below):")
-    for line in story(args):
+    engine_lines = engines.story(args.engine, REPO / "alerts" / "helios-alerts.yaml") \
+        if args.engine != "helios" else []
+    for line in story(args) + engine_lines:
         print(textwrap.fill(line, width=100, initial_indent="  - ", subsequent_indent="    "))
     print("Ctrl-C stops everything." + (f" Stops by itself after {args.duration:g}s."
                                          if args.duration else "") + "\n", flush=True)
@@ -314,6 +329,7 @@ def _run(args: argparse.Namespace, stack: Stack) -> bool:
         stamp, pass_size=lane(ReverseReplayScenario.corpus).bodies if replay else None,
         pass_name=lambda n: PASS_NAMES[replay_order(n, cycle)])
     narrators_alerts = AlertNarrator(stamp, alertmanager, prometheus) if alertmanager else None
+    narrator_engine = engines.EngineNarrator(stamp) if args.engine != "helios" else None
     stop_at = time.monotonic() + args.duration if args.duration else None
     while stop_at is None or time.monotonic() < stop_at:
         why = stack.exited()
@@ -325,6 +341,8 @@ def _run(args: argparse.Namespace, stack: Stack) -> bool:
         metrics = _get(sidecar + "/metrics")
         if metrics is not None:
             lines += narrators_offload.lines(metrics.text)
+            if narrator_engine is not None:
+                lines += narrator_engine.lines(metrics.text)
         status = _get(sidecar + "/status")
         if status is not None:
             lines += narrators_restore.lines(status.json())

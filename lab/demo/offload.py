@@ -20,10 +20,10 @@ class Tier:
 
     generation: str
     lookups: float = 0.0
-    hits: float = 0.0
+    hits: float | None = 0.0  # None: the engine does not export it (serve --engine-kind)
     misses: dict[str, float] = field(default_factory=dict)
     attempts: dict[str, float] = field(default_factory=dict)  # by pressure: row, page
-    headroom: float = 0.0  # row attempts while pages had headroom
+    headroom: float | None = 0.0  # row attempts while pages had headroom; None: not exported
     free: dict[str, float] = field(default_factory=dict)  # by kind: row, page
     capacity: dict[str, float] = field(default_factory=dict)
     record_bytes: dict[str, float] = field(default_factory=dict)
@@ -61,7 +61,7 @@ def parse(text: str) -> Tier | None:
             name, label = keyed[s.name]
             maps[name][s.labels[label]] = s.value
     return Tier(generation=generation, lookups=values.get("lookups", 0.0),
-                hits=values.get("hits", 0.0), headroom=values.get("headroom", 0.0),
+                hits=values.get("hits"), headroom=values.get("headroom"),
                 budget=values.get("budget"), **maps)
 
 
@@ -80,6 +80,8 @@ def geometry(tier: Tier) -> str:
     rows, pages = tier.capacity.get("row"), tier.capacity.get("page")
     if rows is None or pages is None:
         return f"generation {tier.generation}: no offload slabs in its snapshot"
+    if not tier.record_bytes:  # an engine that does not export its record sizes
+        return f"generation {tier.generation}: {_count(rows)} rows and {_count(pages)} pages"
     text = (f"generation {tier.generation}: {_count(rows)} rows of "
             f"{_bytes(tier.record_bytes.get('row', 0))} and {_count(pages)} pages of "
             f"{_bytes(tier.record_bytes.get('page', 0))}")
@@ -89,18 +91,23 @@ def geometry(tier: Tier) -> str:
 def activity(before: Tier, now: Tier, what: str) -> list[str]:
     """`what`'s lookups and hits; evictions by pressure and the slabs' free records; with a
     schema 3 engine a third line (`_v3`)."""
-    lookups, hits = now.lookups - before.lookups, now.hits - before.hits
+    lookups = now.lookups - before.lookups
     misses = {r: v - before.misses.get(r, 0.0) for r, v in now.misses.items()}
     missed = ", ".join(f"{r} {_count(v)}" for r, v in sorted(misses.items(), key=lambda i: -i[1])
                        if v > 0)
-    first = f"{what}: {_count(hits)} of {_count(lookups)} lookups hit"
+    if now.hits is None or before.hits is None:
+        first = f"{what}: {_count(lookups)} lookups (hits not exported by this engine)"
+    else:
+        first = f"{what}: {_count(now.hits - before.hits)} of {_count(lookups)} lookups hit"
     first += f" (misses: {missed})" if missed else ""
     rows = now.attempts.get("row", 0.0) - before.attempts.get("row", 0.0)
     pages = now.attempts.get("page", 0.0) - before.attempts.get("page", 0.0)
-    headroom = now.headroom - before.headroom
-    second = (f"row evictions {_count(rows)} ({_count(headroom)} while >= "
-              f"{defaults.PAGE_HEADROOM_RATIO:.0%} of pages were free), page evictions "
-              f"{_count(pages)}; free now: {slabs(now)}")
+    if now.headroom is None or before.headroom is None or not now.attempts:
+        second = f"evictions not exported by this engine; free now: {slabs(now)}"
+    else:
+        second = (f"row evictions {_count(rows)} ({_count(now.headroom - before.headroom)} "
+                  f"while >= {defaults.PAGE_HEADROOM_RATIO:.0%} of pages were free), page "
+                  f"evictions {_count(pages)}; free now: {slabs(now)}")
     return [first, INDENT + second, *_v3(before, now)]
 
 

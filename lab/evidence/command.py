@@ -67,6 +67,8 @@ def print_verdicts(doc: dict[str, Any]) -> None:
               "not Helios")
     for pair in doc["probes"]:
         print(f"{pair['prime']} -> {pair['replay']}: {pair['verdict']} ({pair['reading']})")
+    for check in (doc.get("engine") or {}).get("not_checked", ()):
+        print(f"not checked on {doc['engine']['kind']}: {check['check']}: {check['missing']}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,6 +27,8 @@ READING = {
                 "budget split, not the keys); `no_prefix` alone means nothing was stored for "
                 "these prefixes. Zero replay hits weaken the order explanation and call for key "
                 "and checkpoint lookup inspection.",
+    "not_evaluated": "the engine (an SGLang or vLLM engine read through its /metrics) does not "
+                     "export an input this verdict needs; the reading names it. Not a pass.",
     "invalid": "the pair cannot be judged and its figures prove nothing: a phase is missing, "
                "open or invalid, the two ran on different engine generations, a phase measured "
                "nothing (0 lookups or 0 requests: the requests never reached the engine), "

@@ -14,8 +14,8 @@ from lab.client.sidecar import SidecarClient, SidecarError, connect
 from lab.compare import identity
 from lab.evidence import doc as ev
 from lab.evidence.command import err, print_verdicts, sidecar_options, write_evidence
+from lab.probe import engine_verdicts, record, send
 from lab.probe import passes as probe
-from lab.probe import record, send
 from lab.probe.corpus import Corpus, read_corpus
 
 OPTIONS = (
@@ -147,6 +147,10 @@ def _probe(args: argparse.Namespace, client: SidecarClient, name: str, corpus: C
     pairs = [(first.phase, later.phase) for first in ended if first.previous is None
              for later in ended if later is not first and _same_incarnation(first, later, ended)]
     doc = ev.build(phases, pairs, summaries, source=args.sidecar)
+    try:  # an engine read through its /metrics: verdicts only on what it exports
+        doc = engine_verdicts.apply(doc, engine_verdicts.engine_of(client.status()))
+    except SidecarError as exc:
+        err("probe", f"{exc}: the engine kind is unknown, the verdicts are Helios's")
     wrote = write_evidence(doc, args.out, "probe")
     print_verdicts(doc)
     if state["stopped"]:

@@ -37,7 +37,7 @@ def test_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--scenario", "nope"], "--scenario / HELIOS_EXPORTER_SCENARIO: expected steady, "
-                             "reverse-replay, outage, idle, demo or inert, got 'nope'"),
+                             "reverse-replay, outage, idle, demo, inert or late-reuse, got 'nope'"),
     (["--port", "70000"], "--port / HELIOS_EXPORTER_PORT: expected a port number 1-65535, got "
                           "'70000'"),
     (["--poll-interval", "0"], "--poll-interval / HELIOS_EXPORTER_POLL_INTERVAL: must be greater "
