@@ -91,7 +91,7 @@ def test_terminal_view_under_tmux(stack: Stack, tmp_path: Path) -> None:
     sock, rc = tmp_path / "tmux.sock", tmp_path / "rc"
     # The pane stays after the command (sleep) so that the screen can be read after Ctrl-C;
     # kill-server below ends it.
-    command = (f"{sys.executable} -m exporter status --sidecar {sidecar} --watch --interval 0.5;"
+    command = (f"{sys.executable} -m commands status --sidecar {sidecar} --watch --interval 0.5;"
                f" echo $? > {rc}; sleep 60")
     _tmux(sock, "new-session", "-d", "-x", "110", "-y", "60", "-c", str(ROOT), command)
     try:
@@ -141,7 +141,7 @@ def test_terminal_view_of_a_sidecar_whose_certificate_expires_soon(stack: Stack,
     password = tmp_path / "pw"
     password.write_text("pw-0123")
     sock = tmp_path / "tmux.sock"
-    command = (f"{sys.executable} -m exporter status --sidecar {url} --ca-file {ca.path} "
+    command = (f"{sys.executable} -m commands status --sidecar {url} --ca-file {ca.path} "
                f"--user prometheus --password-file {password}; sleep 60")
     _tmux(sock, "new-session", "-d", "-x", "120", "-y", "200", "-c", str(ROOT), command)
     try:

@@ -44,7 +44,7 @@ CONTROL_RESIDENT_GIB, RESIDENT_TOLERANCE_GIB = 8.73, 0.005
 
 
 def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "exporter", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([PYTHON, "-m", "commands", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, check=False)
 
 
