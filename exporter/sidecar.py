@@ -21,7 +21,7 @@ from exporter.app import build_app
 from exporter.collectors.http import HttpCollector
 from exporter.config import Config
 from exporter.defaults import HOST_TIMEOUT
-from exporter.durable import DirectoryHeld, DirectoryLock
+from exporter.durable import DirectoryHeld, DirectoryLock, LockUnusable
 from exporter.exposition import ExpositionCache
 from exporter.layout import LayoutError, Records, load, records
 from exporter.loop import PollLoop
@@ -284,6 +284,11 @@ async def serve(config: Config) -> int:
     except DirectoryHeld as exc:
         log.error("state_dir_in_use", state_dir=str(config.state_dir), holder_pid=exc.holder,
                   error=str(exc))
+        sidecar.close()
+        await sidecar.client.aclose()
+        return 2
+    except LockUnusable as exc:  # one that exists and cannot be locked: the rule would be off
+        log.error("state_dir_lock_unusable", state_dir=str(config.state_dir), error=str(exc))
         sidecar.close()
         await sidecar.client.aclose()
         return 2

@@ -1,6 +1,7 @@
 """Restore window, deadlines, phase and post-restore checks (docs/interface.md section 6), e.g.
 
     helios_restore_window_open 1.0
+    helios_restore_window_unknown 0.0
     helios_restore_window_start_timestamp_seconds 1.7643895e+09
     helios_restore_deadline_timestamp_seconds{bound="request_cutoff"} 1.7643937e+09
     helios_restore_incumbent_inflight_requests 2.0
@@ -36,6 +37,9 @@ class RestoreCollector:
         is_open = gauge("helios_restore_window_open")
         is_open.add_metric([], 1.0 if window else 0.0)
         yield is_open
+        unknown = gauge("helios_restore_window_unknown")
+        unknown.add_metric([], 1.0 if status.state_unknown else 0.0)
+        yield unknown
         phase = gauge("helios_restore_phase")
         for p in PHASES:
             phase.add_metric([p], 1.0 if state.phase == p else 0.0)

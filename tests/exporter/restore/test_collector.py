@@ -53,7 +53,9 @@ def test_initial_state() -> None:
     reg = registry_for(RestoreView())
     assert reg.get_sample_value("helios_restore_window_open") == 0
     assert phase_of(reg) == "serving"
-    assert names(reg) == {"helios_restore_window_open", "helios_restore_phase",
+    assert reg.get_sample_value("helios_restore_window_unknown") == 0
+    assert names(reg) == {"helios_restore_window_open", "helios_restore_window_unknown",
+                          "helios_restore_phase",
                           "helios_engine_unplanned_restarts_total",
                           "helios_restore_state_write_errors_total",
                           "helios_restore_state_corrupt_total",
@@ -65,7 +67,7 @@ def test_initial_state() -> None:
               if k[0] == "helios_restore_events_total"}
     assert events == {f"{e}/{r}": 0.0 for e in ("drain_started", "restore_started",
                                                 "window_closed", "abort")
-                      for r in ("accepted", "duplicate", "refused")}
+                      for r in ("accepted", "duplicate", "refused", "unavailable")}
 
 
 def test_open_window_exports_start_and_deadlines() -> None:
