@@ -28,6 +28,7 @@ from tests.hostile.faults.test_restore_faults import (
     assert_kept,
     assert_serving,
     draining_engine,
+    peak_rss_kib,
     post_event,
     seeded_state,
     shim,
@@ -66,6 +67,11 @@ def slowest_healthz(url: str, times: int = 10) -> float:
         worst = max(worst, time.monotonic() - t0)
         time.sleep(0.05)
     return worst
+
+
+def report(pid: int, worst: float) -> None:
+    """The figures docs/hardening.md quotes (shown with `pytest -s`)."""
+    print(f"peak RSS {peak_rss_kib(pid) / 1024:.1f} MiB, slowest /healthz {worst:.3f} s")
 
 
 def metric(url: str, name: str, **labels: str) -> float | None:
@@ -116,6 +122,7 @@ def test_a_full_disk_answers_503_and_the_retry_applies_once_space_returns(
         assert resp.json()["accepted"] is True and resp.json()["window_open"] is True
         start = resp.json()["window_start"]
         assert_serving(proc, url)
+        report(proc.pid, worst)
         assert worst < HEALTHZ_WITHIN, worst
         assert proc.popen is not None
         proc.popen.send_signal(signal.SIGKILL)  # acknowledged: on disk, whatever comes next
@@ -166,6 +173,7 @@ def test_a_held_state_file_is_never_judged_as_empty(
         assert post_event(url, "e-4", "drain_started").status_code == 409
         assert post_event(url, "e-1", "drain_started").json()["duplicate"] is True
         assert_kept(state_dir, state, proc, url)
+        report(proc.pid, worst)
         assert worst < HEALTHZ_WITHIN, worst
     finally:
         proc.stop()
