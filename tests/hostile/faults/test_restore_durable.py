@@ -39,7 +39,8 @@ from tools.harness import families, sample
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
-HEALTHZ_WITHIN = 1.0  # seconds: the slowest /healthz answer allowed during a fault
+HEALTHZ_WITHIN = 1.0  # seconds: the slowest /healthz answer allowed during a fault, unless...
+HEALTHZ_LOAD = 4.0  # ...the same sidecar before the fault, on a busy machine, took a 4th of it
 
 
 @pytest.fixture
@@ -57,6 +58,11 @@ def seed(engine: HostileEngine, tmp_path: Path) -> tuple[Path, RestoreState]:
     StateStore(state_dir).save(state)
     draining_engine(engine, "g-restored-0002")
     return state_dir, state
+
+
+def healthz_bound(url: str) -> float:
+    """The yardstick, measured on the same process and machine at the start of the test."""
+    return max(HEALTHZ_WITHIN, HEALTHZ_LOAD * slowest_healthz(url))
 
 
 def slowest_healthz(url: str, times: int = 10) -> float:
@@ -100,6 +106,7 @@ def test_a_full_disk_answers_503_and_the_retry_applies_once_space_returns(
                         env={"LD_PRELOAD": str(shim(tmp_path)), "SHIM_ENOSPC_FLAG": str(full)})
     try:
         wait_for(lambda: status(url)["engine_up"], 10, "engine up", proc)
+        bound = healthz_bound(url)
         full.touch()
         for _ in range(2):  # the retry while the disk is still full: 503 again, not `duplicate`
             resp = post_event(url, "d-1", "drain_started")
@@ -123,7 +130,7 @@ def test_a_full_disk_answers_503_and_the_retry_applies_once_space_returns(
         start = resp.json()["window_start"]
         assert_serving(proc, url)
         report(proc.pid, worst)
-        assert worst < HEALTHZ_WITHIN, worst
+        assert worst < bound, (worst, bound)
         assert proc.popen is not None
         proc.popen.send_signal(signal.SIGKILL)  # acknowledged: on disk, whatever comes next
         proc.popen.wait(10)
@@ -154,7 +161,11 @@ def test_a_held_state_file_is_never_judged_as_empty(
     path.mkdir()
     proc, url = sidecar(engine, state_dir, tmp_path)
     try:
+        bound = healthz_bound(url)
         wait_for(lambda: metric(url, "helios_restore_window_unknown") == 1, 10, "unknown", proc)
+        # Unknown, not closed: no window series at all (was helios_restore_window_open 0).
+        assert metric(url, "helios_restore_window_open") is None
+        assert metric(url, "helios_restore_deadline_timestamp_seconds") is None
         for event_id, kind in (("e-3", "abort"), ("e-4", "drain_started")):
             resp = post_event(url, event_id, kind)
             assert resp.status_code == 503, resp.text
@@ -174,7 +185,7 @@ def test_a_held_state_file_is_never_judged_as_empty(
         assert post_event(url, "e-1", "drain_started").json()["duplicate"] is True
         assert_kept(state_dir, state, proc, url)
         report(proc.pid, worst)
-        assert worst < HEALTHZ_WITHIN, worst
+        assert worst < bound, (worst, bound)
     finally:
         proc.stop()
 
