@@ -23,7 +23,13 @@ from exporter.cycle.loop import PollLoop
 from exporter.oncall.html import HEADERS as PAGE_HEADERS
 from exporter.phases.book import PhaseBook
 from exporter.phases.routes import add_phase_routes
-from exporter.restore.events import RestoreEventIn, RestoreEventOut, RestoreEventRefused, TokenFile
+from exporter.restore.events import (
+    EVENT_RETRY_AFTER,
+    RestoreEventIn,
+    RestoreEventOut,
+    RestoreEventRefused,
+    TokenFile,
+)
 from exporter.version import VERSION
 from exporter.web.auth import AuthFailures
 from exporter.web.bearer import gated_body
@@ -111,6 +117,10 @@ def build_app(
                    429: {"description": "too many failed tokens from this client; see "
                                         "Retry-After"},
                    413: {"description": "body too large"},
+                   503: {"model": RestoreEventRefused,
+                         "description": "not applied now (the state could not be written, or "
+                                        "the state file cannot be read): nothing changed and "
+                                        "the id is not used; retry after Retry-After"},
                    422: {"description": "body is not a valid event (values are never echoed)"}},
         # The handler reads the raw body itself (size limit first), so FastAPI cannot infer it:
         # declare it, for clients and for schema-driven tests.
@@ -123,18 +133,21 @@ def build_app(
                                  failures, "/restore/events")
         if isinstance(event, JSONResponse):
             return event
-        duplicate, state, persisted, refused = await loop.apply_event(event.id, event.event)
+        duplicate, state, refused, unavailable = await loop.keeper.apply_event(event.id,
+                                                                                event.event)
         audit.info("restore_event", event_id=event.id, restore_event=event.event,
-                   duplicate=duplicate, refused=refused, note=event.note, phase=state.phase,
-                   persisted=persisted, client=request.client.host if request.client else None)
+                   duplicate=duplicate, refused=refused, unavailable=unavailable, note=event.note,
+                   phase=state.phase, client=request.client.host if request.client else None)
         out = RestoreEventOut(
-            accepted=not duplicate and refused is None,
+            accepted=not duplicate and refused is None and unavailable is None,
             duplicate=duplicate,
             phase=state.phase,
             window_open=state.window is not None,
             window_start=state.window.start if state.window else None,
-            persisted=persisted,
         )
+        if unavailable is not None:  # not applied, nothing changed: the same id applies later
+            return JSONResponse({**out.model_dump(), "detail": unavailable}, status_code=503,
+                                headers={"Retry-After": EVENT_RETRY_AFTER})
         if refused is not None:
             return JSONResponse({**out.model_dump(), "detail": refused}, status_code=409)
         return JSONResponse(out.model_dump())

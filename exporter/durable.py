@@ -1,8 +1,10 @@
 """Files under --state-dir replaced atomically: the restore state and the experiment phases.
 
-Write: a temporary file in the same directory, created exclusively and never through a symbolic
-link (O_EXCL|O_NOFOLLOW), fsync, rename over the old file, fsync the directory, so a SIGKILL at
-any instant leaves either the old or the new content, never a torn one.
+Write: a temporary file in the same directory with a name of its own (the pid and a count: no two
+writes ever share one), created exclusively and never through a symbolic link (O_EXCL|O_NOFOLLOW),
+fsync, rename over the old file, fsync the directory, so a SIGKILL at any instant leaves either the
+old or the new content, never a torn one. Writes of one path are one at a time (a shutdown's last
+write waits for the one a worker thread has in flight).
 Read (`read_regular`): only a regular file, opened without following a symbolic link and
 without blocking (a FIFO at the path would hang the open), at most `max_bytes`.
 One sidecar per directory (`DirectoryLock`): an exclusive flock on `.lock`, holding the pid.
@@ -12,13 +14,17 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import itertools
 import os
 import stat
+import threading
 import time
 from pathlib import Path
 
 MAX_STATE_BYTES = 8 * 1024 * 1024  # a restore state with 1,000 event ids is about 70 KB
 LOCK_FILE = ".lock"
+_WRITING = threading.Lock()  # one write at a time in this process (the writers are few and rare)
+_SERIAL = itertools.count(1)
 
 
 class NotRegularFile(OSError):
@@ -67,7 +73,13 @@ def read_regular(path: Path, max_bytes: int = MAX_STATE_BYTES) -> bytes | None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data`; raises OSError (disk full, read-only) to the caller."""
+    """Replace `path` with `data`; raises OSError (disk full, read-only) to the caller. Waits for
+    a write in flight in another thread: one at a time."""
+    with _WRITING:
+        _write(path, data)
+
+
+def _write(path: Path, data: bytes) -> None:
     directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
     tmp = temporary_name(path)
@@ -99,8 +111,9 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def temporary_name(path: Path) -> Path:
-    """Where `atomic_write` stages `path` (per process, so two writers never share one)."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Where one `atomic_write` stages `path`: a name of its own (the pid and a count), so two
+    writes never share one."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{next(_SERIAL)}.tmp")
 
 
 def remove_stale_temporaries(path: Path) -> None:
@@ -141,6 +154,15 @@ class DirectoryHeld(Exception):
         self.holder = holder
 
 
+class LockUnusable(Exception):
+    """The directory's `.lock` exists but cannot be opened or locked (a directory, a link, no
+    permission): the one-sidecar rule cannot be kept, so the sidecar does not start."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path} exists but cannot be locked ({why}): remove or repair it; one "
+                         "sidecar per --state-dir needs it")
+
+
 class DirectoryLock:
     """An exclusive lock on a state directory for this process's lifetime (flock on `.lock`,
     released by the kernel when the process ends, even by SIGKILL)."""
@@ -150,18 +172,27 @@ class DirectoryLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        """Take the lock; DirectoryHeld when another process has it, OSError when the directory
-        cannot hold a lock file (the state writes will fail and say so)."""
+        """Take the lock; DirectoryHeld when another process has it, LockUnusable when a
+        `.lock` exists that cannot be locked, OSError when the directory cannot hold a lock file
+        at all (read-only, no directory: the state writes will fail and say so)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise NotRegularFile(errno.EINVAL, f"{self.path} is not a regular file")
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            if os.path.lexists(self.path):
+                raise LockUnusable(self.path, exc.strerror or str(exc)) from None
+            raise
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise LockUnusable(self.path, f"{_kind(mode)}, not a regular file")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
                 raise DirectoryHeld(self.path.parent, holder) from None
+            except OSError as exc:
+                raise LockUnusable(self.path, exc.strerror or str(exc)) from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except BaseException:

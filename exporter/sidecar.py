@@ -26,7 +26,7 @@ from exporter.config import Config
 from exporter.cycle.loop import PollLoop
 from exporter.cycle.pins import Pins
 from exporter.defaults import HOST_TIMEOUT
-from exporter.durable import DirectoryHeld, DirectoryLock
+from exporter.durable import DirectoryHeld, DirectoryLock, LockUnusable
 from exporter.engines.source import KindSource
 from exporter.engines.state import KindState
 from exporter.layout import LayoutError, Records, load, records
@@ -297,6 +297,11 @@ async def serve(config: Config) -> int:
     except DirectoryHeld as exc:
         log.error("state_dir_in_use", state_dir=str(config.state_dir), holder_pid=exc.holder,
                   error=str(exc))
+        sidecar.close()
+        await sidecar.client.aclose()
+        return 2
+    except LockUnusable as exc:  # one that exists and cannot be locked: the rule would be off
+        log.error("state_dir_lock_unusable", state_dir=str(config.state_dir), error=str(exc))
         sidecar.close()
         await sidecar.client.aclose()
         return 2

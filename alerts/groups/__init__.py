@@ -19,6 +19,7 @@ from alerts.groups import (
     recording,
     restore_checks,
     restore_deadlines,
+    restore_state,
     restore_window,
 )
 from alerts.rules import Alert, Record
@@ -31,6 +32,7 @@ ALERT_GROUPS: tuple[ModuleType, ...] = (
     restore_deadlines,
     restore_checks,
     exporter,
+    restore_state,
     engine,
     offload,
     gpu,

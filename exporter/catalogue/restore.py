@@ -10,15 +10,24 @@ from exporter.restore.model import CAUSES, EVENT_KINDS, OUTCOMES, PHASES
 
 RESTORE = Promise("4.3")
 LATER = Promise("4.3", 2)
+NEXT = Promise("4.3", 4)
 R = "restore"
 
 FAMILIES: Rows = (
     Family("helios_restore_window_open", "gauge", (), "", help="1 while a restore window is "
            "open (drain, event or engine unreachable).", collector=R, promised=RESTORE,
-           source="always: 1 while a window is open, else 0"),
+           source="always: 1 while a window is open, else 0; *(v4)* absent while the state "
+           "file cannot be read (`helios_restore_window_unknown`)"),
+    Family("helios_restore_window_unknown", "gauge", (), "", help="1 while the restore state "
+           "file cannot be read: whether a window is open on file, and its deadlines, are "
+           "unknown (events are answered 503, the file is never written over).", collector=R,
+           promised=NEXT, source="always: 1 while the state file on disk cannot be read (held), "
+           "else 0; meanwhile the window, phase, check and last-window series are absent, so "
+           "Prometheus's memory keeps the window it saw last"),
     Family("helios_restore_phase", "gauge", ("phase",), "", help="Restore state machine phase, "
            "one-hot.", collector=R, labels_doc=f"phase={'|'.join(PHASES)}",
-           source="always, one-hot: the restore state machine's phase"),
+           source="always, one-hot: the restore state machine's phase; absent while the state file "
+           "cannot be read"),
     Family("helios_restore_window_start_timestamp_seconds", "gauge", (), "unix seconds",
            help="Start of the open restore window (unix seconds).", collector=R,
            promised=RESTORE, source="while a window is open"),

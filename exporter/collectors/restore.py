@@ -1,6 +1,8 @@
 """Restore window, deadlines, phase and post-restore checks (docs/interface.md section 6), e.g.
 
     helios_restore_window_open 1.0
+    helios_restore_window_unknown 0.0
+    helios_restore_window_unknown 0.0
     helios_restore_window_start_timestamp_seconds 1.7643895e+09
     helios_restore_deadline_timestamp_seconds{bound="request_cutoff"} 1.7643937e+09
     helios_restore_incumbent_inflight_requests 2.0
@@ -20,7 +22,7 @@ from prometheus_client.core import Metric
 
 from exporter.collectors.families import counter, gauge, zero_filled
 from exporter.restore.keeper import EVENT_RESULTS, RestoreView
-from exporter.restore.model import LastWindow, Window
+from exporter.restore.model import LastWindow, RestoreState, Window
 from exporter.restore.window import CAUSES, CHECKS, EVENT_KINDS, OUTCOMES, PHASES, Bounds
 
 
@@ -31,11 +33,37 @@ class RestoreCollector:
 
     def collect(self) -> Iterator[Metric]:
         status = self._restore()
-        state = status.state
+        known = not status.state_unknown
+        if known:
+            is_open = gauge("helios_restore_window_open")
+            is_open.add_metric([], 1.0 if status.state.window else 0.0)
+            yield is_open
+        unknown = gauge("helios_restore_window_unknown")
+        unknown.add_metric([], 0.0 if known else 1.0)
+        yield unknown
+        if known:
+            yield from self._state(status.state)
+        # The state file's own health and the events API: known whatever the file holds.
+        for name, value in (
+            ("helios_restore_state_write_errors_total", status.write_errors),
+            ("helios_restore_state_corrupt_total", status.corrupt_files),
+            ("helios_restore_state_read_errors_total", status.read_errors),
+        ):
+            m = counter(name)
+            m.add_metric([], value)
+            yield m
+        events = counter("helios_restore_events_total")
+        closed = [(event, result) for event in EVENT_KINDS for result in EVENT_RESULTS]
+        for (event, result), value in zero_filled(closed, status.events):
+            events.add_metric([event, result], value)
+        yield events
+
+    def _state(self, state: RestoreState) -> Iterator[Metric]:
+        """What the state file and this process know of the window, after its `open` gauge.
+        Absent, not 0, while the file on disk cannot be read: Prometheus's memory keeps the
+        window it saw last, and its deadline pages, instead of resolving them as if no window
+        were open."""
         window = state.window
-        is_open = gauge("helios_restore_window_open")
-        is_open.add_metric([], 1.0 if window else 0.0)
-        yield is_open
         phase = gauge("helios_restore_phase")
         for p in PHASES:
             phase.add_metric([p], 1.0 if state.phase == p else 0.0)
@@ -55,19 +83,6 @@ class RestoreCollector:
         restarts = counter("helios_engine_unplanned_restarts_total")
         restarts.add_metric([], state.unplanned_restarts)
         yield restarts
-        for name, value in (
-            ("helios_restore_state_write_errors_total", status.write_errors),
-            ("helios_restore_state_corrupt_total", status.corrupt_files),
-            ("helios_restore_state_read_errors_total", status.read_errors),
-        ):
-            m = counter(name)
-            m.add_metric([], value)
-            yield m
-        events = counter("helios_restore_events_total")
-        closed = [(event, result) for event in EVENT_KINDS for result in EVENT_RESULTS]
-        for (event, result), value in zero_filled(closed, status.events):
-            events.add_metric([event, result], value)
-        yield events
 
     def _open_window(self, window: Window) -> Iterator[Metric]:
         start = gauge("helios_restore_window_start_timestamp_seconds")

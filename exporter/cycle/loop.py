@@ -26,8 +26,7 @@ from exporter.cycle.pins import Pins
 from exporter.cycle.view import View, frozen
 from exporter.defaults import MAX_SERIES_PER_FAMILY
 from exporter.layout import Records
-from exporter.restore.keeper import EventOutcome, RestoreKeeper
-from exporter.restore.window import EventKind
+from exporter.restore.keeper import RestoreKeeper
 from exporter.snapshot.model import Snapshot
 from exporter.sources.base import Result, SourceHealth
 from exporter.sources.blocking import BoundedRunner
@@ -69,6 +68,8 @@ class PollLoop:
         for name in ("engine_snapshot", "engine_metrics", *self._blocking):
             sources[name] = SourceHealth(enabled=True)
         self._view = View(restore=keeper.view(), sources=frozen(sources))
+        # A restore event (or the state loaded at start) changes the keeper between cycles.
+        keeper.on_change(lambda: self._publish(replace(self._view, restore=keeper.view())))
         # Two cycles at once would derive from the same previous view and one would be lost.
         self._cycle_lock = asyncio.Lock()
         # Freshness (/healthz, /status): when the last cycle completed, on a monotonic clock;
@@ -88,20 +89,18 @@ class PollLoop:
         return max(0.0, self._monotonic() - done)
 
     @property
+    def keeper(self) -> RestoreKeeper:
+        """The restore keeper: events go to it directly; its changes are published here."""
+        return self._keeper
+
+    @property
     def blocking_sources(self) -> tuple[str, ...]:
         return tuple(self._blocking)
 
     # -- the restore keeper, published -------------------------------------------------------
     def load_state(self) -> None:
-        """Read the saved restore state (at start), then publish it."""
+        """Read the saved restore state (at start); the keeper's change is published."""
         self._keeper.load()
-        self._publish(replace(self._view, restore=self._keeper.view()))
-
-    async def apply_event(self, event_id: str, kind: EventKind) -> EventOutcome:
-        """One events-API event through the keeper; the changed restore picture is published."""
-        outcome = await self._keeper.apply_event(event_id, kind)
-        self._publish(replace(self._view, restore=self._keeper.view()))
-        return outcome
 
     def publish_open_phases(self, phases: Mapping[str, float]) -> None:
         """The experiment phases open now (name -> begin time), published for the collectors."""

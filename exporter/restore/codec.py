@@ -9,14 +9,18 @@ one the window implies, a cause by `event`, an outcome by `unobserved`, any othe
 default) and reported in `problems`, and never costs the open window: only a window without a
 usable start is lost (nothing can be kept without it). A file that is not a JSON object with a
 `state` object is an error: the store moves it aside.
-What one sidecar process watched (failure streaks, whether it saw the restore incomplete, the
-in-flight count of its last snapshot) is not written, and is not assumed at load: see
-`window.restarted`.
+A number JSON allows but this release cannot carry (NaN, Infinity, a float past the double's
+range, an integer of more than MAX_INT_DIGITS digits) is read as `Unusable`: in a known field it
+is an ill-typed value, in an unknown one the field is dropped and reported, so what is written
+back can always be encoded (the encoder refuses non-finite numbers).
+What one sidecar process watched is not written, and is not assumed at load: the fields marked
+process-only in exporter/restore/model.py (`window.restarted`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
@@ -26,13 +30,23 @@ from exporter.checked import number as _number
 from exporter.checked import obj as _obj
 from exporter.checked import opt_count as _opt_count
 from exporter.checked import opt_str as _opt_str
-from exporter.restore.model import CAUSES, OUTCOMES, PHASES, Engine, LastWindow, RestoreState, Window
+from exporter.restore.model import (
+    CAUSES,
+    EVENT_KINDS,
+    OUTCOMES,
+    PHASES,
+    Engine,
+    LastWindow,
+    RestoreState,
+    Window,
+    process_only,
+)
 from exporter.restore.window import restarted
 
 T = TypeVar("T")
 
 FORMAT_VERSION = 1
-_PROCESS_ONLY = ("unreachable_since", "unreachable_mono", "seen_since_start", "last_inflight")
+MAX_INT_DIGITS = 1000  # far below the 4,300 Python converts (a longer one raises ValueError)
 _STATE_KEYS = frozenset(f.name for f in fields(RestoreState))
 _WINDOW_KEYS = frozenset(f.name for f in fields(Window)) | {"went_away"}
 
@@ -54,12 +68,69 @@ class Decoded:
     extra: Extra = field(default_factory=Extra)
 
 
+class Unusable:
+    """A JSON number this release cannot carry, as read (`text`)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text[:20] + ("..." if len(text) > 20 else "")
+
+    def __repr__(self) -> str:
+        return f"unusable number {self.text}"
+
+
+def _float(text: str) -> float | Unusable:
+    value = float(text)
+    return value if math.isfinite(value) else Unusable(text)
+
+
+def _int(text: str) -> int | Unusable:
+    return Unusable(text) if len(text.lstrip("-")) > MAX_INT_DIGITS else int(text)
+
+
+def _loads(data: bytes) -> Any:
+    return json.loads(data, parse_constant=Unusable, parse_float=_float, parse_int=_int)
+
+
+def _usable(value: Any) -> bool:
+    """Whether `value` holds no Unusable anywhere (walked without recursion)."""
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, Unusable):
+            return False
+        if isinstance(v, dict):
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+    return True
+
+
+def _kept(r: _Reader, raw: dict[str, Any], known: frozenset[str], where: str) -> dict[str, Any]:
+    """The unknown fields of `raw` to write back: one holding a number this release cannot carry
+    is dropped and reported."""
+    out = {}
+    for k, v in raw.items():
+        if k in known:
+            continue
+        if _usable(v):
+            out[k] = v
+        else:
+            r.problems.append(f"{where}{k}: a number that cannot be kept (NaN, Infinity or over "
+                              f"{MAX_INT_DIGITS} digits); dropped")
+    return out
+
+
 def encode(state: RestoreState, extra: Extra | None = None) -> bytes:
+    """The file's bytes; ValueError (or TypeError, RecursionError) when `extra` cannot be
+    encoded (the store reports it as a write error)."""
     raw = asdict(state)
-    for key in _PROCESS_ONLY:
+    for key in process_only(RestoreState):
         raw.pop(key)
     if raw["window"] is not None:
-        raw["window"].pop("watched")
+        for key in process_only(Window):
+            raw["window"].pop(key)
     if extra is not None:
         raw = {**extra.state, **raw}
         window = state.window
@@ -205,7 +276,7 @@ def decode(data: bytes) -> RestoreState:
 def decode_report(data: bytes) -> Decoded:
     """The state in `data`, what was not understood, and the unknown fields to keep;
     ValueError when `data` is not a state file at all."""
-    doc = json.loads(data)
+    doc = _loads(data)
     if not isinstance(doc, dict):
         raise ValueError("not a state file: expected a JSON object")
     r = _Reader()
@@ -218,7 +289,7 @@ def decode_report(data: bytes) -> Decoded:
     raw_phase = raw.get("phase", "serving")
     phase = raw_phase if raw_phase in PHASES else None
     window = None
-    extra = Extra(state={k: v for k, v in raw.items() if k not in _STATE_KEYS})
+    extra = Extra(state=_kept(r, raw, _STATE_KEYS, ""))
     if raw.get("window") is not None:
         w = _obj(raw["window"], "window") if isinstance(raw["window"], dict) else None
         try:
@@ -228,12 +299,12 @@ def decode_report(data: bytes) -> Decoded:
         except ValueError as exc:
             r.problems.append(f"{exc}: the window cannot be kept without its start")
         else:
-            extra = Extra(extra.state, {k: v for k, v in w.items() if k not in _WINDOW_KEYS},
-                          window.start)
+            extra = Extra(extra.state, _kept(r, w, _WINDOW_KEYS, "window."), window.start)
     if phase is None or (window is None) != (phase == "serving"):
         r.problems.append(f"phase: {raw_phase!r} does not fit; read as {_phase_of(window)!r}")
         phase = _phase_of(window)
     event_ids = _event_ids(r, raw.get("event_ids"))
+    event_kinds = _event_kinds(r, raw.get("event_kinds"), event_ids)
     state = restarted(RestoreState(
         phase=phase,  # type: ignore[arg-type]
         window=window,
@@ -244,6 +315,7 @@ def decode_report(data: bytes) -> Decoded:
         checks=_some_flags(r, raw.get("checks"), "checks"),
         last_window=_last_window(r, raw.get("last_window"), "last_window"),
         event_ids=event_ids,
+        event_kinds=event_kinds,
         judged=_last_window(r, raw.get("judged"), "judged"),
         reference=_engine(r, raw.get("reference"), "reference"),
         unplanned_restarts=r.get(lambda: _count(raw.get("unplanned_restarts", 0),
@@ -270,6 +342,21 @@ def _event_ids(r: _Reader, raw: Any) -> tuple[str, ...]:
     if len(ids) != len(raw):
         r.problems.append(f"event_ids: {len(raw) - len(ids)} not a string; left out")
     return ids
+
+
+def _event_kinds(r: _Reader, raw: Any, ids: tuple[str, ...]) -> dict[str, str]:
+    """id -> event kind, for the ids kept (one that is not a kind is reported and left out)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        r.problems.append("event_kinds: expected an object; read as {}")
+        return {}
+    kept = set(ids)
+    out = {k: v for k, v in raw.items() if k in kept and v in EVENT_KINDS}
+    bad = [k for k, v in raw.items() if k in kept and v not in EVENT_KINDS]
+    if bad:
+        r.problems.append(f"event_kinds: {len(bad)} not an event kind; left out")
+    return out
 
 
 def _some_flags(r: _Reader, raw: Any, what: str) -> dict[str, bool]:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
+from exporter.restore.model import EventKind
+
 log = structlog.get_logger("helios_exporter.app")
 
 MAX_BODY_BYTES = 4096
+EVENT_RETRY_AFTER = "1"  # seconds, on a 503: the next poll cycle retries the write too
 
 
 class RestoreEventIn(BaseModel):
@@ -19,7 +21,7 @@ class RestoreEventIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     id: str = Field(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")
-    event: Literal["drain_started", "restore_started", "window_closed", "abort"]
+    event: EventKind
     note: str | None = Field(default=None, max_length=256)
 
 
@@ -29,11 +31,10 @@ class RestoreEventOut(BaseModel):
     phase: str
     window_open: bool
     window_start: float | None
-    persisted: bool  # false: the state file could not be written (see /status); retry later
 
 
 class RestoreEventRefused(RestoreEventOut):
-    detail: str  # why, and what to do instead
+    detail: str  # why (409: refused; 503: not applied now), and what to do instead
 
 
 def read_token(path: Path) -> bytes:

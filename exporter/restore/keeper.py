@@ -51,7 +51,12 @@ from exporter.snapshot.model import Snapshot
 log = structlog.get_logger("helios_exporter.restore")
 
 PreflightProbe = Callable[[], Awaitable[tuple[bool, str]]]
-EVENT_RESULTS: Final = ("accepted", "duplicate", "refused")  # helios_restore_events_total{result}
+# helios_restore_events_total{result}: `unavailable` was answered 503 (not applied: the state
+# could not be written, or the file on disk cannot be read, or too many events wait).
+EVENT_RESULTS: Final = ("accepted", "duplicate", "refused", "unavailable")
+# Events waiting for the keeper's lock at most: the poll cycle waits behind no more writes than
+# these (a burst beyond is answered 503 with Retry-After, and applies when retried).
+MAX_WAITING_EVENTS: Final = 4
 # A poll that failed for one of these found no engine serving (docs/interface.md section 6.1):
 # refused, timed out, or an HTTP error status (a crashed engine behind a proxy, one starting up).
 # Any other failure (schema, decode, unsupported_version, too_large) is an engine that answered
@@ -73,6 +78,8 @@ class RestoreView:
     last_write_error: str = ""
     state_file_problems: tuple[str, ...] = ()  # what the file held that this release did not read
     last_read_error: str = ""  # why the state file is held (unreadable, not a regular file)
+    # The state file on disk cannot be read: what it holds (an open window?) is unknown.
+    state_unknown: bool = False
     events: Mapping[tuple[str, str], int] = field(
         default_factory=lambda: MappingProxyType({}))  # (event, result) -> count
 
@@ -80,8 +87,10 @@ class RestoreView:
 class EventOutcome(NamedTuple):
     duplicate: bool
     state: RestoreState  # after the event
-    persisted: bool  # the state on disk is the state in memory
-    refused: str | None = None  # why the event was refused (it changed nothing)
+    refused: str | None = None  # why the event was refused (409: it changed nothing)
+    # Why it was not applied now (503, retry: the same id applies then): the state could not be
+    # written (the change was rolled back), the file on disk cannot be read, or too many wait.
+    unavailable: str | None = None
 
 
 class RestoreKeeper:
@@ -112,9 +121,10 @@ class RestoreKeeper:
         self._last_write_error = ""  # the last one, kept after writes land again (history)
         self._failing = False  # the last write attempt failed or was held
         self._last_read_error = ""
-        self._problems: tuple[str, ...] = ()
         self._events: Counter[tuple[str, str]] = Counter()
         self._probes: asyncio.Task[None] | None = None
+        self._waiting = 0  # events waiting for the lock
+        self._changed: list[Callable[[], None]] = []
 
     @property
     def bounds(self) -> Bounds:
@@ -127,14 +137,24 @@ class RestoreKeeper:
 
     def view(self) -> RestoreView:
         return RestoreView(self._state, self._store.path, self._write_errors, self._corrupt_files,
-                           self._read_errors, self._last_write_error, self._problems,
+                           self._read_errors, self._last_write_error, self._store.problems,
                            self._last_read_error if self._blocked else "",
-                           MappingProxyType(dict(self._events)))
+                           self._blocked, MappingProxyType(dict(self._events)))
+
+    def on_change(self, callback: Callable[[], None]) -> None:
+        """Call `callback` whenever the state changes outside a poll (loaded, an event): the
+        poll loop republishes its view then."""
+        self._changed.append(callback)
+
+    def _notify(self) -> None:
+        for callback in self._changed:
+            callback()
 
     # -- the ways in ---------------------------------------------------------------------------
     def load(self) -> None:
         """Read the saved state at start (a small, bounded read before anything is served)."""
         self._loaded(self._read())
+        self._notify()
 
     async def observe(self, now: float, snapshot: Snapshot | None,
                       reason: ErrorReason | None = None) -> RestoreState:
@@ -152,21 +172,60 @@ class RestoreKeeper:
         return self._state
 
     async def apply_event(self, event_id: str, kind: EventKind) -> EventOutcome:
-        """One events-API event; a repeated id is counted as a duplicate and changes nothing, an
-        event refused in this state (exporter/restore/answers.py) changes nothing and is not
-        recorded."""
-        async with self._lock:
-            if event_id in self._state.event_ids:
-                self._events[(kind, "duplicate")] += 1
-                return EventOutcome(True, self._state, not self._dirty)
-            refused = refusal(self._state, kind)
-            if refused is not None:
-                self._events[(kind, "refused")] += 1
-                return EventOutcome(False, self._state, not self._dirty, refused)
-            state = self._apply(Event(self._clock(), event_id, kind))
-            await self._persist()
-            self._events[(kind, "accepted")] += 1
-            return EventOutcome(False, state, not self._dirty)
+        """One events-API event, applied only once it is on disk. A repeated id of the same
+        kind is a duplicate and changes nothing; an id used for another kind, or an event
+        refused in this state (exporter/restore/answers.py), is refused and changes nothing;
+        one that cannot be made durable now is rolled back (`unavailable`, its id not used)."""
+        if self._waiting >= MAX_WAITING_EVENTS:
+            return self._counted(kind, "unavailable", EventOutcome(
+                False, self._state, unavailable=f"{self._waiting} events are being written: "
+                "retry"))
+        self._waiting += 1
+        try:
+            await self._lock.acquire()
+        finally:
+            self._waiting -= 1
+        try:
+            outcome = await self._event(event_id, kind)
+        finally:
+            self._lock.release()
+        self._notify()
+        return outcome
+
+    async def _event(self, event_id: str, kind: EventKind) -> EventOutcome:
+        if self._blocked:
+            self._loaded(await asyncio.to_thread(self._read))  # readable again, or still held
+            await self._persist()  # the merged state (held while still unreadable)
+        if self._blocked:
+            return self._counted(kind, "unavailable", EventOutcome(
+                False, self._state, unavailable="the state file cannot be read (it may hold "
+                f"an open window): {self._last_read_error}"))
+        before, dirty = self._state, self._dirty
+        if event_id in before.event_ids:
+            used = before.event_kinds.get(event_id, kind)
+            if used != kind:
+                return self._counted(kind, "refused", EventOutcome(
+                    False, before, f"the id {event_id!r} was used for {used}: an id names one "
+                    "event"))
+            return self._counted(kind, "duplicate", EventOutcome(True, before))
+        refused = refusal(before, kind)
+        if refused is not None:
+            return self._counted(kind, "refused", EventOutcome(False, before, refused))
+        mono = None if self._monotonic is None else self._monotonic()
+        state = self._apply(Event(self._clock(), event_id, kind, mono))
+        if not await self._persist():
+            self._state, self._dirty = before, dirty  # not on disk: as if it never came
+            logs.CONTEXT["phase"] = before.phase
+            log.warning("restore_event_rolled_back", event_id=event_id, restore_event=kind,
+                        error=self._last_write_error)
+            return self._counted(kind, "unavailable", EventOutcome(
+                False, before, unavailable=f"the state could not be written "
+                f"({self._last_write_error}): nothing changed"))
+        return self._counted(kind, "accepted", EventOutcome(False, state))
+
+    def _counted(self, kind: EventKind, result: str, outcome: EventOutcome) -> EventOutcome:
+        self._events[(kind, result)] += 1
+        return outcome
 
     async def settle(self) -> None:
         """Wait for the running preflight probes (tests, and shutdown)."""
@@ -182,10 +241,6 @@ class RestoreKeeper:
             await asyncio.gather(task, return_exceptions=True)
         async with self._lock:
             await self._persist()
-
-    def flush(self) -> None:
-        """Write the state once more, synchronously (no event loop left)."""
-        self._persist_now()
 
     # -- reading -------------------------------------------------------------------------------
     def _read(self) -> Decoded | StateFileError | None:
@@ -212,7 +267,6 @@ class RestoreKeeper:
                 self._dirty = True
             return
         if got is not None and got.problems:
-            self._problems = got.problems
             log.warning("restore_state_not_understood", problems=list(got.problems[:20]),
                         path=str(self._store.path))
         saved = got.state if got is not None else None
@@ -255,7 +309,8 @@ class RestoreKeeper:
 
     async def _persist(self) -> bool:
         """Write the state in a worker thread (called under the lock: writes keep their order);
-        on failure it stays dirty and every cycle retries."""
+        on failure it stays dirty and every cycle retries. A write cancelled while its thread
+        runs (shutdown) still holds the store's write lock: the next one waits for it."""
         if not self._dirty:
             return True
         if self._held():
@@ -263,19 +318,7 @@ class RestoreKeeper:
         state = self._state
         try:
             await asyncio.to_thread(self._store.save, state)
-        except OSError as exc:
-            return self._failed(exc)
-        return self._written(state)
-
-    def _persist_now(self) -> bool:
-        if not self._dirty:
-            return True
-        if self._held():
-            return False
-        state = self._state
-        try:
-            self._store.save(state)
-        except OSError as exc:
+        except OSError as exc:  # the store reports an encoding error as one (StateWriteError)
             return self._failed(exc)
         return self._written(state)
 
@@ -333,5 +376,6 @@ class RestoreKeeper:
             ok, detail = False, f"probe failed: {type(exc).__name__}"
         log.info("preflight", probe=probe, ok=ok, detail=detail)
         async with self._lock:
-            self._apply(Preflight(self._clock(), probe, ok))
+            mono = None if self._monotonic is None else self._monotonic()
+            self._apply(Preflight(self._clock(), probe, ok, mono))
             await self._persist()

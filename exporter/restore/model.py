@@ -2,13 +2,17 @@
 
 Everything here is immutable and plain: `window.step` builds the next state, `store` writes it,
 collectors and `/status` read it. Fields are only ever added (with a default), so a state file
-written by an earlier release still loads.
+written by an earlier release still loads. A field marked `PROCESS_ONLY` is what one sidecar
+process watched: it is never written, and a new process starts from its default (the one home
+of that list: `process_only`, read by `window.restarted` and the codec).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Final, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, Final, Literal
 
 from exporter.defaults import DOWN_GRACE, REQUEST_CUTOFF, RESTORE_BOUND
 from exporter.snapshot.model import Snapshot
@@ -22,7 +26,15 @@ PHASES: Final = ("serving", "draining", "drained", "down", "restoring", "verifyi
 CAUSES: Final = ("drain", "event", "unreachable")
 EVENT_KINDS: Final = ("drain_started", "restore_started", "window_closed", "abort")
 OUTCOMES: Final = ("in_time", "late", "aborted", "unobserved")
+# The ids of the last this many accepted events are kept (on file too): a replay of an older one
+# is a new event (docs/interface.md section 6.6).
 MAX_EVENT_IDS: Final = 1000
+PROCESS_ONLY: Final[Mapping[str, Any]] = MappingProxyType({"process_only": True})
+
+
+def process_only(cls: type) -> dict[str, Any]:
+    """The fields of `cls` that are never written, with the default a new process starts from."""
+    return {f.name: f.default for f in fields(cls) if f.metadata.get("process_only")}
 # Two `started_at` further apart than this are two incarnations (an engine that computes its
 # start from a whole-second uptime may report it up to a second apart, plus rounding).
 SAME_START_SECONDS: Final = 2.0
@@ -93,7 +105,20 @@ class Window:
     start_exact: bool = True
     last_unrestored: float | None = None  # last observation that saw the restore incomplete
     unreachable: bool = False  # the latest poll in this window failed
-    watched: bool = False  # this sidecar process saw the restore incomplete (not persisted)
+    # This sidecar process saw the restore incomplete.
+    watched: bool = field(default=False, metadata=PROCESS_ONLY)
+    # The start on this process's monotonic clock, when this process saw the window open: its
+    # observations are timed from it (a step of the wall clock changes none of them); None: the
+    # start came from the file (another process), timed on the wall clock, never before it.
+    start_mono: float | None = field(default=None, metadata=PROCESS_ONLY)
+
+    def record(self, at: float, mono: float | None) -> float:
+        """The time of record (wall-clock seconds) of an observation inside this window made at
+        `at` (wall clock), `mono` (monotonic): the start plus the monotonic time since it when
+        this process saw the start, else `at`; never before the start."""
+        if self.start_mono is not None and mono is not None:
+            return self.start + max(0.0, mono - self.start_mono)
+        return max(at, self.start)
 
     def deadline(self, bounds: Bounds, bound: Literal["request_cutoff", "restore"]) -> float:
         return self.start + (bounds.request_cutoff if bound == "request_cutoff" else bounds.restore_bound)
@@ -133,21 +158,26 @@ class RestoreState:
     phase: Phase = "serving"
     window: Window | None = None
     last_seen: Engine | None = None  # the engine of the last good snapshot
-    last_inflight: int | None = None  # of the last good snapshot (this process only)
-    unreachable_since: float | None = None  # first failed poll of the current failure streak
+    last_inflight: int | None = field(default=None, metadata=PROCESS_ONLY)  # last good snapshot's
+    # First failed poll of the current failure streak.
+    unreachable_since: float | None = field(default=None, metadata=PROCESS_ONLY)
     # The same on the monotonic clock: the down grace is a duration, never measured on the wall
     # clock (a step back of the wall clock would delay a window by as much).
-    unreachable_mono: float | None = None
+    unreachable_mono: float | None = field(default=None, metadata=PROCESS_ONLY)
     checks: dict[str, bool] = field(default_factory=dict)  # of the last closed window
     last_window: LastWindow | None = None  # the last window that ended, however
-    event_ids: tuple[str, ...] = ()
+    event_ids: tuple[str, ...] = ()  # the last MAX_EVENT_IDS accepted, oldest first
+    # The kind each id was accepted for (an id reused for another kind is refused); files of
+    # earlier releases do not say: such an id is a duplicate for any kind.
+    event_kinds: dict[str, str] = field(default_factory=dict)
     judged: LastWindow | None = None  # the window `checks` belong to (an abort keeps them)
     reference: Engine | None = None  # the engine the last judged window compared with or passed
     # New incarnations that no window saw coming (docs/interface.md section 6.8), and when the
     # last one was seen.
     unplanned_restarts: int = 0
     last_unplanned_restart: float | None = None
-    seen_since_start: bool = False  # a good snapshot since this sidecar process started
+    # A good snapshot since this sidecar process started.
+    seen_since_start: bool = field(default=False, metadata=PROCESS_ONLY)
     # An abort discarded the window while the engine was unreachable: that outage opens no new
     # window (it would restart the clock of an engine declared gone); cleared when it answers.
     outage_aborted: bool = False
@@ -168,6 +198,7 @@ class Event:
     at: float
     id: str
     kind: EventKind
+    mono: float | None = None  # monotonic clock; None: `at`
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +206,7 @@ class Preflight:
     at: float
     probe: str  # "direct" | "routed"
     ok: bool
+    mono: float | None = None  # monotonic clock; None: `at`
 
 
 Input = Poll | Event | Preflight

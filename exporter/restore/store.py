@@ -7,13 +7,21 @@ the path is reported and held (never read, never written over) like a file that 
 A file of a newer release loads with what this one understands (exporter/restore/codec.py): its
 unknown fields are kept and written back, its unknown values reported. Only a file that is not a
 state file at all is moved aside (never deleted: on-call may need it) and reported.
+
+What it writes, it reads back: the file stays under the reader's limit (MAX_STATE_BYTES; the
+unknown fields kept from a newer release are dropped, and reported, before it would pass it),
+and a value that cannot be encoded is a write error (StateWriteError), never a crash.
 """
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
+import structlog
+
 from exporter.durable import (
+    MAX_STATE_BYTES,
     NotRegularFile,
     atomic_write,
     move_aside,
@@ -23,10 +31,16 @@ from exporter.durable import (
 from exporter.restore.codec import FORMAT_VERSION, Decoded, Extra, decode, decode_report, encode
 from exporter.restore.model import RestoreState
 
-__all__ = ["FORMAT_VERSION", "STATE_FILE", "Decoded", "StateFileError", "StateStore", "decode",
-           "encode"]
+__all__ = ["FORMAT_VERSION", "STATE_FILE", "Decoded", "StateFileError", "StateStore",
+           "StateWriteError", "decode", "encode"]
+
+log = structlog.get_logger("helios_exporter.restore")
 
 STATE_FILE = "restore-state.json"
+
+
+class StateWriteError(OSError):
+    """The state could not be encoded within the reader's limit: a write error like a full disk."""
 
 
 class StateFileError(Exception):
@@ -72,6 +86,25 @@ class StateStore:
         return decoded
 
     def save(self, state: RestoreState) -> None:
-        """Atomically replace the state file; raises OSError (disk full, read-only) to the caller."""
-        atomic_write(self.path, encode(state, self.extra))
+        """Atomically replace the state file; raises OSError (disk full, read-only, or
+        StateWriteError: not encodable within the limit) to the caller."""
+        atomic_write(self.path, self.encoded(state))
         self.writes += 1
+
+    def encoded(self, state: RestoreState, limit: int = MAX_STATE_BYTES) -> bytes:
+        """`state` as the file's bytes, at most `limit` of them."""
+        try:
+            data = encode(state, self.extra)
+            if len(data) > limit and self.extra != Extra():
+                dropped = len(data)
+                self.extra = Extra()  # a newer release's fields: they go before the state does
+                self.problems = (*self.problems, f"unknown fields: dropped, the file would have "
+                                 f"been {dropped} bytes, over the {limit} read")
+                log.warning("restore_state_unknown_fields_dropped", bytes=dropped, limit=limit)
+                data = encode(state)
+        except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+            raise StateWriteError(errno.EINVAL, f"not encodable: {type(exc).__name__}: "
+                                  f"{str(exc)[:200]}") from None
+        if len(data) > limit:
+            raise StateWriteError(errno.EFBIG, f"{len(data)} bytes, over the {limit} read")
+        return data

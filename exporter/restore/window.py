@@ -32,6 +32,7 @@ from exporter.restore.model import (
     Preflight,
     RestoreState,
     Window,
+    process_only,
 )
 from exporter.restore.record import judge, unwatched
 from exporter.snapshot.model import Snapshot
@@ -54,10 +55,9 @@ def restarted(state: RestoreState) -> RestoreState:
     window do not carry over (the store reads every state file through this, and the keeper
     writes the file only when this changes)."""
     window = state.window
-    if window is not None and window.watched:
-        window = replace(window, watched=False)
-    return replace(state, window=window, unreachable_since=None, unreachable_mono=None,
-                   seen_since_start=False, last_inflight=None)
+    if window is not None:
+        window = replace(window, **process_only(Window))
+    return replace(state, window=window, **process_only(RestoreState))
 
 
 def unverified(state: RestoreState) -> bool:
@@ -76,16 +76,21 @@ def step(state: RestoreState, inp: Input, bounds: Bounds) -> RestoreState:
             # The engine is there, its snapshot unusable: not an outage (no window opens, the
             # grace does not run), and nothing is learnt about the window either.
             return replace(state, unreachable_since=None, unreachable_mono=None)
-        return _on_failure(state, inp.at, inp.at if inp.mono is None else inp.mono, bounds)
-    return _on_snapshot(state, inp.snapshot, inp.at, bounds)
+        return _on_failure(state, inp.at, _mono(inp), bounds)
+    return _on_snapshot(state, inp.snapshot, inp.at, _mono(inp), bounds)
 
 
-def _open(state: RestoreState, start: float, cause: Cause, incumbent: Engine | None,
-          exact: bool = True) -> Window:
+def _mono(inp: Input) -> float:
+    """The input's monotonic time (its wall-clock time when it has none: one timeline)."""
+    return inp.at if inp.mono is None else inp.mono
+
+
+def _open(state: RestoreState, start: float, mono: float, cause: Cause,
+          incumbent: Engine | None, exact: bool = True) -> Window:
     # In-flight is known only from a snapshot of this process (`restarted` forgets it).
     reference = state.reference if unverified(state) else None
     return Window(start=start, cause=cause, incumbent=incumbent, last_inflight=state.last_inflight,
-                  reference=reference, start_exact=exact)
+                  reference=reference, start_exact=exact, start_mono=mono)
 
 
 def _unplanned(state: RestoreState, at: float) -> RestoreState:
@@ -99,7 +104,8 @@ def _observed(window: Window, at: float) -> Window:
     return replace(window, last_unrestored=at, watched=True)
 
 
-def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds) -> RestoreState:
+def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, mono: float,
+                 bounds: Bounds) -> RestoreState:
     engine = Engine.of(snap)
     first = not state.seen_since_start
     previous = state.last_seen
@@ -112,14 +118,15 @@ def _on_snapshot(state: RestoreState, snap: Snapshot, now: float, bounds: Bounds
     if window is None:
         if previous is not None and previous.replaced_by(engine):
             if first:
-                return _restored_unwatched(state, previous, engine, admission, now)
+                return _restored_unwatched(state, previous, engine, admission, now, mono)
             state = _unplanned(state, now)
         if admission in (None, "open"):
             # No admission section: the engine says neither that it drains nor that it admits
             # again; it is reachable, nothing more (a window is closed by an event then).
             return replace(state, phase="serving")
         # The engine itself says it is draining or closed: the window opens now.
-        window = _open(state, now, "drain", engine, exact=not first)
+        window = _open(state, now, mono, "drain", engine, exact=not first)
+    now = window.record(now, mono)  # inside the window: timed from its start
     window = replace(window, unreachable=False)
     if window.incumbent is not None:
         is_incumbent = not window.incumbent.replaced_by(engine)
@@ -183,7 +190,7 @@ def _incumbent_answers(window: Window, engine: Engine, inflight: int | None, now
 
 
 def _restored_unwatched(state: RestoreState, previous: Engine, engine: Engine,
-                        admission: str | None, now: float) -> RestoreState:
+                        admission: str | None, now: float, mono: float) -> RestoreState:
     """The first snapshot since this sidecar started shows another engine than the one recorded
     last, and no window was open: a restore (or restart) happened while nobody watched. It is
     an unplanned restart too: no window saw it coming."""
@@ -193,7 +200,8 @@ def _restored_unwatched(state: RestoreState, previous: Engine, engine: Engine,
         # Still warming up (or draining already): a window whose start nobody saw; the engine
         # recorded last is the incumbent, gone, its requests unknown.
         window = Window(start=now, cause="drain", incumbent=previous, reference=reference,
-                        incumbent_gone=True, seen_not_open=True, start_exact=False)
+                        incumbent_gone=True, seen_not_open=True, start_exact=False,
+                        start_mono=mono)
         return replace(state, phase="restoring", window=_observed(window, now))
     checks = identity_checks(reference, previous, engine)  # the drain nobody saw: unknown
     last = unwatched(reference, previous, engine, now)
@@ -214,7 +222,7 @@ def _on_failure(state: RestoreState, now: float, mono: float, bounds: Bounds) ->
         if not away or state.outage_aborted:
             return state
         # Nothing seen since this process started: the engine may have gone away long before.
-        window = _open(state, since, "unreachable", state.last_seen,
+        window = _open(state, since, since_mono, "unreachable", state.last_seen,
                        exact=state.seen_since_start)
     if away and not window.incumbent_gone:
         lost = window.lost if window.lost is not None else window.last_inflight
@@ -223,7 +231,7 @@ def _on_failure(state: RestoreState, now: float, mono: float, bounds: Bounds) ->
         window = replace(window, seen_not_open=True)
     window = replace(window, restored=None, preflight={}, unreachable=True)
     phase: Phase = "restoring" if window.restore_started else "down"
-    return replace(state, phase=phase, window=_observed(window, now))
+    return replace(state, phase=phase, window=_observed(window, window.record(now, mono)))
 
 
 def _on_event(state: RestoreState, ev: Event, bounds: Bounds) -> RestoreState:
@@ -232,15 +240,17 @@ def _on_event(state: RestoreState, ev: Event, bounds: Bounds) -> RestoreState:
     if refusal(state, ev.kind) is not None:
         return state
     ids = (*state.event_ids, ev.id)[-MAX_EVENT_IDS:]
-    state = replace(state, event_ids=ids)
+    kinds = {i: state.event_kinds[i] for i in ids if i in state.event_kinds}
+    state = replace(state, event_ids=ids, event_kinds={**kinds, ev.id: ev.kind})
     window = state.window
     if window is None:  # drain_started (the only event accepted without a window)
-        window = replace(_open(state, ev.at, "event", state.last_seen),
+        window = replace(_open(state, ev.at, _mono(ev), "event", state.last_seen),
                          unreachable=state.unreachable_since is not None, watched=True)
         return replace(state, phase="down" if window.unreachable else "draining", window=window,
                        outage_aborted=False)
+    at = window.record(ev.at, _mono(ev))
     if ev.kind == "abort":
-        last = LastWindow(window.start, ev.at, window.cause, "aborted", None, window.start_exact,
+        last = LastWindow(window.start, at, window.cause, "aborted", None, window.start_exact,
                           window.lost, window.incumbent, window.compared_with(), window.restored)
         # The checks of the last closed window stand. Aborted while the engine is unreachable
         # (one that will not come back): this outage opens no new window, whose later start
@@ -253,7 +263,7 @@ def _on_event(state: RestoreState, ev: Event, bounds: Bounds) -> RestoreState:
         # The engine answers (an unreachable one is refused): once the incumbent went away,
         # whoever answers now is what the restore produced.
         restored = window.restored or (state.last_seen if window.incumbent_gone else None)
-        return _close(state, window, ev.at, bounds, restored)
+        return _close(state, window, at, bounds, restored)
     # restore_started: progress inside the window (drain_started with a window open is refused).
     phase: Phase = "restoring" if state.phase == "down" else state.phase
     return replace(state, phase=phase, window=replace(window, restore_started=True))
@@ -264,9 +274,10 @@ def _on_preflight(state: RestoreState, pf: Preflight, bounds: Bounds) -> Restore
     if window is None or window.restored is None:
         return state
     window = replace(window, preflight={**window.preflight, pf.probe: pf.ok})
+    at = window.record(pf.at, _mono(pf))
     if all(window.preflight.get(p) for p in bounds.preflight):
-        return _close(state, window, pf.at, bounds)
-    return replace(state, window=_observed(window, pf.at))
+        return _close(state, window, at, bounds)
+    return replace(state, window=_observed(window, at))
 
 
 def _close(state: RestoreState, window: Window, now: float, bounds: Bounds,

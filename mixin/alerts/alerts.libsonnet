@@ -272,6 +272,18 @@ local h = import '../lib/helios.libsonnet';
               runbook_url: std.rstripChars(c.runbook_base_url, '/') + "/HeliosExporterCertificateExpiryImminent.md",
             },
           } + h.forField(c["for"].HeliosExporterCertificateExpiryImminent),
+          {
+            alert: "HeliosRestoreStateFailing",
+            expr: "(\n  helios_restore_window_unknown{" + c.selector + "} == 1\n)\nor\n(\n  sum without (generation) (increase(helios_restore_state_write_errors_total{" + c.selector + "}[2m])) > 0\n)",
+            labels: {
+              severity: c.severity.HeliosRestoreStateFailing,
+            },
+            annotations: {
+              summary: "The restore state of the Helios sidecar {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }} is not durable",
+              description: "For " + c["for"].HeliosRestoreStateFailing + " the sidecar on {{ $labels.job }}/{{ $labels.instance }}{{ with $labels." + c.cluster_label + " }} in cluster {{ . }}{{ end }} has failed to write its restore state file under --state-dir, or cannot read it (helios_restore_window_unknown: whether a window is open on file, and its deadlines, are unknown). Restore events are answered 503 until it can; nothing acknowledged is lost. /status restore.last_state_write_error and restore.state_file_held say why.",
+              runbook_url: std.rstripChars(c.runbook_base_url, '/') + "/HeliosRestoreStateFailing.md",
+            },
+          } + h.forField(c["for"].HeliosRestoreStateFailing),
         ],
       },
       {

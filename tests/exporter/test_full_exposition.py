@@ -70,8 +70,8 @@ def full_exposition(tmp_path: Path) -> bytes:
     async def run() -> None:
         sidecar.loop.load_state()
         await sidecar.loop.cycle()
-        assert not (await sidecar.loop.apply_event("restore-1", "restore_started")).duplicate
-        assert (await sidecar.loop.apply_event("drain-1", "drain_started")).duplicate
+        assert not (await sidecar.loop.keeper.apply_event("restore-1", "restore_started")).duplicate
+        assert (await sidecar.loop.keeper.apply_event("drain-1", "drain_started")).duplicate
         await sidecar.client.aclose()
 
     try:

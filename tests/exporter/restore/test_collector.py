@@ -49,11 +49,28 @@ def closed(**kw: object) -> RestoreState:
                   fail(T0 + 100), poll(T0 + 600, generation="g2", **kw)], BOUNDS)  # type: ignore[arg-type]
 
 
+def test_a_held_state_file_reports_the_window_unknown_never_closed() -> None:
+    """While the file on disk cannot be read, what it holds is unknown: the window series are
+    absent (Prometheus's memory keeps the last window seen and its deadline pages), never 0."""
+    seen = RestoreView(state=closed(), state_unknown=True, read_errors=1)
+    reg = registry_for(seen)
+    assert reg.get_sample_value("helios_restore_window_unknown") == 1
+    assert names(reg) == {"helios_restore_window_unknown",
+                          "helios_restore_state_write_errors_total",
+                          "helios_restore_state_corrupt_total",
+                          "helios_restore_state_read_errors_total", "helios_restore_events_total"}
+    known = registry_for(RestoreView(state=opened()))
+    assert known.get_sample_value("helios_restore_window_unknown") == 0
+    assert known.get_sample_value("helios_restore_window_open") == 1
+
+
 def test_initial_state() -> None:
     reg = registry_for(RestoreView())
     assert reg.get_sample_value("helios_restore_window_open") == 0
     assert phase_of(reg) == "serving"
-    assert names(reg) == {"helios_restore_window_open", "helios_restore_phase",
+    assert reg.get_sample_value("helios_restore_window_unknown") == 0
+    assert names(reg) == {"helios_restore_window_open", "helios_restore_window_unknown",
+                          "helios_restore_phase",
                           "helios_engine_unplanned_restarts_total",
                           "helios_restore_state_write_errors_total",
                           "helios_restore_state_corrupt_total",
@@ -65,7 +82,7 @@ def test_initial_state() -> None:
               if k[0] == "helios_restore_events_total"}
     assert events == {f"{e}/{r}": 0.0 for e in ("drain_started", "restore_started",
                                                 "window_closed", "abort")
-                      for r in ("accepted", "duplicate", "refused")}
+                      for r in ("accepted", "duplicate", "refused", "unavailable")}
 
 
 def test_open_window_exports_start_and_deadlines() -> None:

@@ -114,7 +114,7 @@ def test_right_token_opens_the_window(env: Env) -> None:
     assert resp.status_code == 200
     assert resp.json() == {"accepted": True, "duplicate": False, "phase": "draining",
                            "window_open": True, "window_start": NOW,
-                           "persisted": True}
+}
     state = env.loop.view.restore.state
     assert state.window is not None and state.window.start == NOW and state.window.cause == "event"
     assert env.counter("drain_started", "accepted") == 1
@@ -134,19 +134,23 @@ def test_repeated_id_is_applied_once(env: Env) -> None:
     first = env.post({"id": "ev-1", "event": "drain_started"}, AUTH)
     env.now = NOW + 100
     again = env.post({"id": "ev-1", "event": "drain_started"}, AUTH)
-    other_kind = env.post({"id": "ev-1", "event": "abort"}, AUTH)  # same id: not applied either
+    # The same id for another kind: another event under a used name, refused, not applied.
+    other_kind = env.post({"id": "ev-1", "event": "abort"}, AUTH)
     assert first.json()["duplicate"] is False
-    for resp in (again, other_kind):
-        assert resp.status_code == 200
-        body = resp.json()
-        assert body["duplicate"] is True and body["accepted"] is False
-        assert body["window_open"] is True and body["window_start"] == NOW
+    assert again.status_code == 200
+    body = again.json()
+    assert body["duplicate"] is True and body["accepted"] is False
+    assert body["window_open"] is True and body["window_start"] == NOW
+    assert other_kind.status_code == 409
+    refused = other_kind.json()
+    assert refused["accepted"] is False and refused["duplicate"] is False
+    assert "drain_started" in refused["detail"] and refused["window_open"] is True
     state = env.loop.view.restore.state
     assert state.event_ids == ("ev-1",)
     assert state.window is not None and state.window.start == NOW
     assert env.counter("drain_started", "accepted") == 1
     assert env.counter("drain_started", "duplicate") == 1
-    assert env.counter("abort", "duplicate") == 1
+    assert env.counter("abort", "refused") == 1
     assert env.counter("abort", "accepted") == 0  # exported at 0, never incremented
 
 
@@ -154,8 +158,10 @@ def test_duplicate_ids_survive_a_restart(env: Env, tmp_path: Path) -> None:
     assert env.post({"id": "ev-1", "event": "drain_started"}, AUTH).status_code == 200
     again = Env(tmp_path / "state")
     again.loop.load_state()
-    resp = again.post({"id": "ev-1", "event": "abort"}, AUTH)
+    resp = again.post({"id": "ev-1", "event": "drain_started"}, AUTH)
     assert resp.json()["duplicate"] is True
+    # The kind it was used for survives too: the same id for abort is refused.
+    assert again.post({"id": "ev-1", "event": "abort"}, AUTH).status_code == 409
     assert again.loop.view.restore.state.window is not None
 
 

@@ -50,18 +50,25 @@ def test_unreadable_then_readable_is_merged_never_written_over(tmp_path: Path) -
         # Meanwhile the engine fails past the grace: this process opens its own, later window.
         for at in (100.0, 105.0, 120.0):
             await keeper.observe(at, None, ErrorReason.CONNECT)
-        assert await keeper.apply_event("e3", "restore_started") is not None
+        # Held: the event is not applied (503), judged against no window it cannot see.
+        out = await keeper.apply_event("e3", "restore_started")
+        assert out.unavailable is not None and "cannot be read" in out.unavailable
+        assert keeper.view().state_unknown and keeper.view().state.event_ids == ()
         assert fifo.exists() and not fifo.is_file()  # held: never written over
         fifo.unlink()
         held.rename(fifo)  # the file is back
         await keeper.observe(125.0, None, ErrorReason.CONNECT)
+        assert not keeper.view().state_unknown
+        # The retry applies now, to the merged window (it was marked on file already: refused).
+        again = await keeper.apply_event("e3", "restore_started")
+        assert again.unavailable is None and again.refused is not None
 
     asyncio.run(go())
     state = keeper.view().state
     assert saved.window is not None and state.window is not None
     assert state.window.start == saved.window.start == 41  # the earliest exact start
     assert state.window.start_exact and state.window.incumbent == saved.window.incumbent
-    assert state.event_ids == ("e1", "e2", "e3")
+    assert state.event_ids == ("e1", "e2")
     assert state.checks == saved.checks and state.judged == saved.judged
     assert state.last_window == saved.last_window
     on_disk = store.load()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from exporter import durable
 from exporter.cycle.loop import PollLoop
 from exporter.restore import store
 from exporter.restore.store import STATE_FILE, StateFileError, StateStore
@@ -111,7 +112,8 @@ def test_unwritable_state_dir_counts_write_errors_and_never_raises(tmp_path: Pat
 
         async def go(sidecar: Any, loop: PollLoop) -> None:
             await loop.cycle()  # first snapshot: state changes, persist fails
-            await loop.apply_event("ev-1", "drain_started")
+            out = await loop.keeper.apply_event("ev-1", "drain_started")
+            assert out.unavailable is not None  # not on disk: rolled back, answered 503
             await sidecar.client.aclose()
 
         with capture_logs() as logs:
@@ -120,7 +122,9 @@ def test_unwritable_state_dir_counts_write_errors_and_never_raises(tmp_path: Pat
         assert loop.view.restore.write_errors == 2, state_dir
         assert loop.view.restore.last_write_error.split(":")[0] in (
             "NotADirectoryError", "FileExistsError", "PermissionError")
-        assert loop.view.restore.state.window is not None  # the window is still tracked in memory
+        # Nothing acknowledged: no window opened by the event, its id unused.
+        assert loop.view.restore.state.window is None
+        assert loop.view.restore.state.event_ids == ()
         failed = [e for e in logs if e["event"] == "restore_state_write_failed"]
         assert len(failed) == 2 and failed[0]["log_level"] == "error"
         assert sidecar.registry.get_sample_value("helios_restore_state_write_errors_total") == 2
@@ -153,11 +157,13 @@ def test_disk_full_keeps_the_old_state(tmp_path: Path, monkeypatch: pytest.Monke
     assert s.load() == restarted(old)
 
 
-def test_a_planted_link_at_the_temporary_name_is_never_written_through(tmp_path: Path) -> None:
+def test_a_planted_link_at_the_temporary_name_is_never_written_through(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "elsewhere"
     target.write_text("theirs")
-    tmp = tmp_path / f".{STATE_FILE}.{os.getpid()}.tmp"
+    tmp = tmp_path / f".{STATE_FILE}.planted.tmp"
     tmp.symlink_to(target)
+    monkeypatch.setattr(durable, "temporary_name", lambda _path: tmp)  # the name it would use
     s = StateStore(tmp_path)
     s.save(open_window_state())
     assert target.read_text() == "theirs"  # the link was replaced, not followed
@@ -246,11 +252,15 @@ def test_failed_write_is_retried_every_cycle_until_it_lands(tmp_path: Path) -> N
 
     async def go() -> None:
         await loop.cycle()
-        persisted = (await loop.apply_event("ev-1", "drain_started")).persisted
-        assert persisted is False
+        failed = await loop.keeper.apply_event("ev-1", "drain_started")
+        assert failed.unavailable is not None and loop.view.restore.state.window is None
         blocker.unlink()
         blocker.mkdir()  # the volume comes back
-        await loop.cycle()  # no transition: the same window, written now
+        await loop.cycle()  # the poll's own change (the engine seen) is written now
+        assert StateStore(state_dir).load() is not None
+        # The retry, same id: applied now, not a duplicate.
+        again = await loop.keeper.apply_event("ev-1", "drain_started")
+        assert again.unavailable is None and not again.duplicate
         await sidecar.client.aclose()
 
     asyncio.run(go())

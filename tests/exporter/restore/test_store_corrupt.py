@@ -162,7 +162,7 @@ def test_keeper_counts_corrupt_file_and_sidecar_keeps_working(tmp_path: Path) ->
 
     async def cycles() -> None:
         await loop.cycle()
-        await loop.apply_event("ev-1", "drain_started")
+        await loop.keeper.apply_event("ev-1", "drain_started")
         await sidecar.client.aclose()
 
     asyncio.run(cycles())
