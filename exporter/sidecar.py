@@ -233,16 +233,24 @@ class _Server(uvicorn.Server):
             sock.listen(limits.LISTEN_QUEUE)
 
 
-def _server(sidecar: Sidecar) -> _Server:
-    """uvicorn with the guarded protocol (exporter/web/protocol.py) and, with a web
-    configuration, basic auth around the app."""
+def web_app(sidecar: Sidecar) -> Any:
+    """The ASGI app `serve` runs: the routes and, with a web configuration, basic auth around
+    them (stepping aside for the routes that the events token guards)."""
     config = sidecar.config
     app: Any = build_app(sidecar.loop, sidecar.cache, sidecar.status, sidecar.events_token,
                          sidecar.phases, page=sidecar.page, auth_failures=sidecar.auth_failures,
                          stale_after=config.stale_after)
+    if sidecar.web is not None:
+        app = WebGuard(app, sidecar.web, sidecar.auth_failures, bearer_gets=frozenset(
+            {"/experiment/phases"} if sidecar.events_token is not None else ()))
+    return app
+
+
+def _server(sidecar: Sidecar) -> _Server:
+    """uvicorn with the guarded protocol (exporter/web/protocol.py) and the app (`web_app`)."""
+    config = sidecar.config
+    app = web_app(sidecar)
     web = sidecar.web
-    if web is not None:
-        app = WebGuard(app, web, sidecar.auth_failures)
     guard = sidecar.connections
     return _Server(uvicorn.Config(
         app, host=config.listen_host, port=config.listen_port, log_config=None,

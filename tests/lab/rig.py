@@ -82,10 +82,12 @@ class Rig:
                    str(self.client_token), *self.access, *args)
 
     def evidence(self, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-        return cli("evidence", "--sidecar", self.sidecar, "--out", str(out), *self.access, *args)
+        return cli("evidence", "--sidecar", self.sidecar, "--out", str(out), "--token-file",
+                   str(self.client_token), *self.access, *args)
 
     def phase_names(self) -> list[str]:
-        resp = httpx.get(self.sidecar + "/experiment/phases", timeout=10, verify=self.verify)
+        resp = httpx.get(self.sidecar + "/experiment/phases", timeout=10, verify=self.verify,
+                         headers={"Authorization": f"Bearer {TOKEN}"})
         assert resp.status_code == 200, resp.text
         return [p["name"] for p in resp.json()["phases"]]
 

@@ -72,7 +72,7 @@ class PhaseEnv:
         return self.post({"name": name, "action": action, "note": note})
 
     def phases(self) -> list[dict[str, Any]]:
-        resp = self.run(self._request("GET", "/experiment/phases"))
+        resp = self.run(self._request("GET", "/experiment/phases", headers=AUTH))
         assert resp.status_code == 200, resp.text
         out: list[dict[str, Any]] = resp.json()["phases"]
         return out
