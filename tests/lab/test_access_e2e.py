@@ -1,7 +1,7 @@
 """`phase`, `probe` and `evidence` against a real sidecar behind its web configuration: TLS with
 a certificate from a test CA and basic auth on every path but the phases, which the events
-token guards (`GET /experiment/phases` and `POST /experiment/phases` alike). The access flags are those of `status`
-(lab/access.py), and a refusal says which credential was refused."""
+token guards (`GET /experiment/phases` and `POST /experiment/phases` alike). The access flags
+are those of `status` (lab/access.py), and a refusal says which credential was refused."""
 
 from __future__ import annotations
 
