@@ -33,6 +33,7 @@ from exporter.restore.events import (
 from exporter.version import VERSION
 from exporter.web.auth import AuthFailures
 from exporter.web.bearer import gated_body
+from exporter.web.head import HeadAsGet
 
 log = structlog.get_logger("helios_exporter.app")
 audit = structlog.get_logger("helios_exporter.audit")
@@ -60,7 +61,12 @@ def build_app(
     sidecar: every route that checks credentials shares it). `stale_after`: /healthz answers 503
     once no poll cycle has completed for that many seconds (None: never)."""
     failures = auth_failures if auth_failures is not None else AuthFailures()
-    app = FastAPI(title="helios-exporter", version=VERSION, docs_url=None, redoc_url=None)
+    # No API documentation served (no /openapi.json, /docs, /redoc: docs/interface.md is the
+    # reference; `app.openapi()` still builds the schema for tests). No trailing-slash redirect:
+    # Starlette builds its Location from the request's Host header, which a client chooses.
+    app = FastAPI(title="helios-exporter", version=VERSION, docs_url=None, redoc_url=None,
+                  openapi_url=None, redirect_slashes=False)
+    app.add_middleware(HeadAsGet)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

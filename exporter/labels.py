@@ -88,7 +88,8 @@ COLLECTOR_MISSING: dict[str, Missing] = {
                              "HeliosEngineSnapshotFailing and HeliosEngineRestartedOutsideWindow "
                              "cannot fire"),
     "exporter": Missing(("helios_exporter_source_*", "helios_exporter_engine_*",
-                         "helios_exporter_snapshot_*", "helios_exporter_poll_*"),
+                         "helios_exporter_snapshot_*", "helios_exporter_poll_*",
+                         "helios_exporter_log_*"),
                         "the sidecar's source health",
                         blind="HeliosEngineSnapshotFailing cannot fire"),
     "host": Missing(("helios_engine_process_*", "helios_host_memory_*"),

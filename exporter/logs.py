@@ -4,11 +4,19 @@ The sidecar's own events are structlog key/value events. uvicorn, httpx, asyncio
 log through the standard library; their records go through the same structlog processors
 (`ProcessorFormatter`'s foreign_pre_chain) and out of the same handler, so with `json` or
 `logfmt` every line on stderr parses, and lines from different threads never interleave.
+
+Nobody waits on stderr: a line is formatted where it is logged and put on a bounded queue
+(`MAX_QUEUED_LINES`); one writer thread writes the queue out. When the sink blocks (a pipe
+nobody reads), the queue fills and further lines are dropped and counted
+(`helios_exporter_log_lines_dropped_total`): the event loop, /healthz and the stop on SIGTERM
+never wait on a write. `flush()` waits, boundedly, for what is queued (tests; the exit).
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import queue
 import sys
 import threading
 from collections.abc import MutableMapping
@@ -65,20 +73,87 @@ def _userinfo_url(arg: object) -> str | None:
     return text if sep and "@" in rest.split("/", 1)[0] else None
 
 
-class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
-    """A handler that writes to whatever `sys.stderr` is when a record is emitted (pytest's
-    capture replaces it; a handler bound at configure time would outlive the captured stream)."""
+MAX_QUEUED_LINES: Final = 2_000  # well under 1 MB of lines waiting at most
+FLUSH_AT_EXIT: Final = 1.0  # seconds the exit waits for queued lines
 
-    def __init__(self) -> None:
-        super().__init__(sys.stderr)
 
-    @property
-    def stream(self) -> Any:
-        return sys.stderr
+class _Writer:
+    """The bounded queue of formatted lines and the one daemon thread that writes it to
+    whatever `sys.stderr` is at the time of the write (pytest's capture replaces it)."""
 
-    @stream.setter
-    def stream(self, _: Any) -> None:
-        pass
+    def __init__(self, size: int = MAX_QUEUED_LINES) -> None:
+        self.lines: queue.Queue[str] = queue.Queue(size)
+        self.dropped = 0
+        self._count = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._start = threading.Lock()
+
+    def put(self, line: str) -> None:
+        if self._thread is None:
+            self._begin()
+        try:
+            self.lines.put_nowait(line)
+        except queue.Full:
+            self._drop(1)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every queued line is written, at most `timeout` seconds; whether it was."""
+        with self.lines.all_tasks_done:
+            return self.lines.all_tasks_done.wait_for(lambda: not self.lines.unfinished_tasks,
+                                                      timeout)
+
+    def _drop(self, n: int) -> None:
+        with self._count:
+            self.dropped += n
+
+    def _begin(self) -> None:
+        with self._start:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="log-writer", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            batch = [self.lines.get()]
+            while len(batch) < 256:
+                try:
+                    batch.append(self.lines.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                stream = sys.stderr
+                stream.write("\n".join(batch) + "\n")
+                stream.flush()
+            except (OSError, ValueError):  # a closed or broken sink: the lines are lost
+                self._drop(len(batch))
+            finally:
+                for _ in batch:
+                    self.lines.task_done()
+
+
+WRITER = _Writer()
+
+
+def dropped() -> int:
+    """Lines dropped because the sink did not take them in time (the queue was full)."""
+    return WRITER.dropped
+
+
+def flush(timeout: float = FLUSH_AT_EXIT) -> bool:
+    """Wait, at most `timeout` seconds, until every line logged so far is written."""
+    return WRITER.flush(timeout)
+
+
+class _Stderr(logging.Handler):
+    """Formats a record where it is logged and queues the line for the writer thread."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+        except Exception:  # as logging.StreamHandler: a bad record never raises to its caller
+            self.handleError(record)
+            return
+        WRITER.put(line)
 
 
 def _renderer(fmt: str) -> list[structlog.typing.Processor]:
@@ -125,6 +200,8 @@ def configure(fmt: str = "auto", level: str = "info") -> None:
     logging.captureWarnings(True)  # `warnings.warn` output becomes a record, not a bare line
     sys.excepthook = _log_uncaught
     threading.excepthook = _log_uncaught_in_thread
+    atexit.unregister(flush)
+    atexit.register(flush)
 
 
 def _log_uncaught(kind: type[BaseException], value: BaseException,

@@ -18,6 +18,7 @@ import structlog
 import uvicorn
 from prometheus_client.registry import Collector
 
+from exporter import logs
 from exporter.app import build_app
 from exporter.collectors.exposition import ExpositionCache
 from exporter.collectors.http import HttpCollector
@@ -46,6 +47,7 @@ from exporter.sources.gpu_report import GpuReport
 from exporter.sources.host import HostReport, HostSource
 from exporter.sources.nvml import NvmlSource
 from exporter.status import status
+from exporter.stop import STOP_GRACE, STOP_SIGNALS, StopDeadline
 from exporter.version import USER_AGENT
 from exporter.web import limits
 from exporter.web.auth import AuthFailures
@@ -246,16 +248,24 @@ class _Server(uvicorn.Server):
             sock.listen(limits.LISTEN_QUEUE)
 
 
-def _server(sidecar: Sidecar) -> _Server:
-    """uvicorn with the guarded protocol (exporter/web/protocol.py) and, with a web
-    configuration, basic auth around the app."""
+def web_app(sidecar: Sidecar) -> Any:
+    """The ASGI app `serve` runs: the routes and, with a web configuration, basic auth around
+    them (stepping aside for the routes that the events token guards)."""
     config = sidecar.config
     app: Any = build_app(sidecar.loop, sidecar.cache, sidecar.status, sidecar.events_token,
                          sidecar.phases, page=sidecar.page, auth_failures=sidecar.auth_failures,
                          stale_after=config.stale_after)
+    if sidecar.web is not None:
+        app = WebGuard(app, sidecar.web, sidecar.auth_failures, bearer_gets=frozenset(
+            {"/experiment/phases"} if sidecar.events_token is not None else ()))
+    return app
+
+
+def _server(sidecar: Sidecar) -> _Server:
+    """uvicorn with the guarded protocol (exporter/web/protocol.py) and the app (`web_app`)."""
+    config = sidecar.config
+    app = web_app(sidecar)
     web = sidecar.web
-    if web is not None:
-        app = WebGuard(app, web, sidecar.auth_failures)
     guard = sidecar.connections
     return _Server(uvicorn.Config(
         app, host=config.listen_host, port=config.listen_port, log_config=None,
@@ -281,7 +291,10 @@ def _fit_connection_cap(guard: ConnectionGuard) -> None:
                     reason="the file-descriptor limit could not hold twice as many")
 
 
-async def serve(config: Config) -> int:
+async def serve(config: Config, *, hard_exit: bool = True) -> int:
+    """Run the sidecar until SIGTERM, SIGINT or SIGHUP; the exit status. `hard_exit` (a process
+    of its own, as the command runs it): the process ends within `STOP_GRACE` of the signal
+    whatever a thread is stuck in (stop.py)."""
     try:
         sidecar = build(config)
     except WebConfigError as exc:  # validated at start; changed since: still a clear error
@@ -322,8 +335,9 @@ async def serve(config: Config) -> int:
         await sidecar.client.aclose()
         return 1
     stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    deadline = StopDeadline(STOP_GRACE, enforce=hard_exit, flush=logs.flush)
+    for sig in STOP_SIGNALS:
+        asyncio.get_running_loop().add_signal_handler(sig, _stop, sig, stop, deadline)
     log.info("sidecar_starting", engine_url=redact_url(config.engine_url),
              engine_kind=config.engine_kind, listen=f"{config.listen_host}:{config.listen_port}",
              poll_interval=config.poll_interval, state_dir=str(config.state_dir),
@@ -338,7 +352,14 @@ async def serve(config: Config) -> int:
         sidecar.close()
         lock.release()
     log.info("sidecar_stopped", cycles=sidecar.loop.view.cycles)
+    deadline.leave_stuck_threads(0)
     return 0
+
+
+def _stop(sig: signal.Signals, stop: asyncio.Event, deadline: StopDeadline) -> None:
+    log.info("stop_requested", signal=sig.name)
+    deadline.start()
+    stop.set()
 
 
 @contextlib.asynccontextmanager

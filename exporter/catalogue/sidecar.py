@@ -65,6 +65,10 @@ FAMILIES: Rows = (
     Family("helios_exporter_snapshot_regressions_total", "counter", (), "counters",
            help="Snapshot counters that decreased within one generation (an engine defect).",
            collector=E, source="every counter read from the snapshot (exporter/cycle/derive.py)"),
+    Family("helios_exporter_log_lines_dropped_total", "counter", (), "lines",
+           help="Log lines dropped because stderr did not take them in time (its queue was "
+           "full: a log pipe nobody reads).", collector=E, promised=V3,
+           source="the log queue (exporter/logs.py)"),
     Family("helios_exporter_poll_cycles_total", "counter", (), "cycles",
            help="Completed poll cycles.", collector=E, source="the poll loop"),
     Family("helios_exporter_poll_cycle_duration_seconds", "gauge", (), "seconds",

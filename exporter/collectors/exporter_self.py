@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.core import Metric
 
+from exporter import logs
 from exporter.collectors.families import counter, gauge, zero_filled
 from exporter.cycle.view import View
 from exporter.labels import DROPPABLE_FIELDS, ENGINE_PATHS, ERROR_REASONS, FETCH_OUTCOMES, SOURCES
@@ -48,6 +49,7 @@ class ExporterCollector:
             ("helios_exporter_engine_malformed_lines_total", eng.malformed_lines),
             ("helios_exporter_snapshot_regressions_total", eng.counter_decreases),
             ("helios_exporter_poll_cycles_total", p.cycles),
+            ("helios_exporter_log_lines_dropped_total", logs.dropped()),
         ):
             c = counter(name)
             c.add_metric([], value)

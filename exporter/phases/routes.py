@@ -2,12 +2,14 @@
 
 POST has the events API's gate (exporter/web/bearer.py: 404, 401, 429, 413, 422), then 409 for a name
 conflict, 503 when no fresh capture could be taken or stored (nothing changed: retry), and 200
-with the capture just taken and the phase as it now stands.
+with the capture just taken and the phase as it now stands. GET needs the same bearer token when
+the token is configured (401, 429), answers 503 while the phases file cannot be read, and
+otherwise serves the bytes the book made at its last change.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import structlog
 from fastapi import FastAPI, Request, Response
@@ -18,7 +20,7 @@ from exporter.labels import PHASE_NAME_PATTERN
 from exporter.phases.book import PhaseBook, PhaseConflict, PhaseUnavailable, phase_json
 from exporter.phases.capture import to_json
 from exporter.restore.events import TokenFile
-from exporter.web.auth import AuthFailures
+from exporter.web.auth import AuthFailures, bearer_denied
 from exporter.web.bearer import gated_body
 
 audit = structlog.get_logger("helios_exporter.audit")
@@ -73,5 +75,14 @@ def add_phase_routes(app: FastAPI, book: PhaseBook, token: TokenFile | bytes | N
         return JSONResponse({"action": body.action, "capture": to_json(captured), "phase": shown})
 
     @app.get("/experiment/phases")
-    async def phases() -> dict[str, Any]:
-        return {"phases": [phase_json(p) for p in book.phases]}
+    async def phases(request: Request) -> Response:
+        if token is not None:  # the events token guards reading the book too
+            secret = token.current() if isinstance(token, TokenFile) else token
+            denied = bearer_denied(request, secret, failures, "/experiment/phases")
+            if denied is not None:
+                return denied
+        if book.unreadable is not None:  # never an empty book in place of one not read
+            return JSONResponse({"detail": book.unreadable + " (not overwritten)"},
+                                status_code=503, headers={"Retry-After": "1"})
+        # Made once per change of the book (exporter/phases/rendered.py), served as is.
+        return Response(book.answer(), media_type="application/json")

@@ -9,6 +9,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from exporter.bucket_bounds import bucket_bound
 from exporter.snapshot.schemas import HISTOGRAM_KEYS, V3_SECTIONS
 
 V3_PATHS: tuple[tuple[str, ...], ...] = tuple(tuple(s.split(".")) for s in V3_SECTIONS)
@@ -77,9 +78,13 @@ def drop_broken_additions(obj: Any, errors: Iterable[tuple[Any, ...]],
 
 def histogram_problem(node: Mapping[str, Any], count_key: str, sum_key: str,
                       buckets_key: str) -> str | None:
-    """Why a schema-valid histogram cannot be a Prometheus one; None when it can: bucket counts
-    that fall as the bound grows, `+Inf` other than the count, a sum without observations."""
-    buckets = sorted((float(le), n) for le, n in node[buckets_key].items())
+    """Why a schema-valid histogram cannot be a Prometheus one; None when it can: a bound that is
+    not finite other than `+Inf` (the /metrics parser's check), bucket counts that fall as the
+    bound grows, `+Inf` other than the count, a sum without observations."""
+    bounds = {le: bucket_bound(le) for le in node[buckets_key]}
+    if (bad := next((le for le, b in bounds.items() if b is None), None)) is not None:
+        return f"bucket bound {bad[:32]!r} is not a finite number or +Inf"
+    buckets = sorted((bounds[le], n) for le, n in node[buckets_key].items())
     counts = [n for _, n in buckets]
     if any(b < a for a, b in itertools.pairwise(counts)):
         return "bucket counts fall as the bound grows"

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping
@@ -27,6 +26,7 @@ from typing import Final, Literal
 
 from prometheus_client.utils import floatToGoString
 
+from exporter.bucket_bounds import bucket_bound
 from exporter.defaults import MAX_SERIES_PER_FAMILY
 
 FamilyType = Literal["counter", "gauge", "histogram"]
@@ -246,10 +246,8 @@ def _parse_head(head: str, name_len: int, suffix: str) -> tuple[Labels | None, i
         if (
             label == "le"
             and suffix == "_bucket"
-            and (number := _parse_float(raw)) is not None
-            # A NaN bound orders nowhere, and only `+Inf` is the last bucket: `1e999` or `-Inf`
-            # would take its place (or sort first). Either makes the line malformed.
-            and (math.isfinite(number) or raw == "+Inf")
+            # A finite number or `+Inf` (exporter/bucket_bounds.py); else the line is malformed.
+            and (number := bucket_bound(raw)) is not None
         ):
             kept.append((label, floatToGoString(number)))  # type: ignore[no-untyped-call]
         else:

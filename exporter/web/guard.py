@@ -2,8 +2,9 @@
 
 Basic auth guards every request except the probes (`/healthz`, `/readyz`: a kubelet has no
 password) and the two POST APIs that carry their own bearer token (a request has one
-Authorization header). So `/metrics`, `/status`, the status page `/`, `GET /experiment/phases`
-(which has no token of its own) and anything added later are protected by default, as
+Authorization header), and `GET /experiment/phases` too when the events token is configured (that
+token guards it then). So `/metrics`, `/status`, the status page `/`, `GET /experiment/phases`
+without an events token and anything added later are protected by default, as
 exporter-toolkit protects every path of the exporter it wraps. The rate limit
 (`rate_limit`, one token bucket for the whole server as in exporter-toolkit) spares the probes too:
 a liveness probe answered 429 would get the pod restarted.
@@ -47,8 +48,11 @@ class TokenBucket:
 
 class WebGuard:
     def __init__(self, app: ASGIApp, state: WebConfigState, failures: AuthFailures,
-                 basic: BasicAuth | None = None) -> None:
+                 basic: BasicAuth | None = None, *, bearer_gets: frozenset[str] = frozenset()
+                 ) -> None:
+        """`bearer_gets`: paths whose GET the app guards with a bearer token of its own."""
         self.app, self.state, self.failures = app, state, failures
+        self.bearer_gets = bearer_gets
         self.basic = basic or BasicAuth()
         self._bucket: TokenBucket | None = None
 
@@ -65,7 +69,8 @@ class WebGuard:
             await _plain(send, 429, b"Too Many Requests\n", [(b"retry-after", b"1")])
             return
         if config.users and path not in PROBES and not (
-                path in BEARER_APIS and scope["method"] == "POST"):
+                path in BEARER_APIS and scope["method"] == "POST") and not (
+                path in self.bearer_gets and scope["method"] in ("GET", "HEAD")):
             # Checked against the users less those refused since the file loaded (all of them
             # refused: every request is refused, never let through).
             denied = await self._check(scope, self.state.users, path)

@@ -1,9 +1,10 @@
 """The sidecar's experiment API from the command line: `phase`, `probe` and `evidence` use it.
 
 Two credentials travel separately, because one request carries one Authorization header: the
-bearer token of `--token-file` on `POST /experiment/phases`, and basic auth (`--user`,
-`--password-file`, when the sidecar's web configuration asks for it) on `GET
-/experiment/phases`. TLS comes from `--ca-file` / `--insecure` (lab/client/access.py).
+bearer token of `--token-file` on `POST /experiment/phases` (and on `GET` when given: the sidecar
+guards both with it), and basic auth (`--user`, `--password-file`, when the sidecar's web
+configuration asks for it) on `GET /experiment/phases` without a token. TLS comes from
+`--ca-file` / `--insecure` (lab/client/access.py).
 """
 
 from __future__ import annotations
@@ -69,7 +70,10 @@ class SidecarClient:
 
     def phases(self) -> list[dict[str, Any]]:
         try:
-            resp = self._http.get(self.base_url + "/experiment/phases")
+            # With a token the sidecar guards GET with it too (its basic auth steps aside).
+            resp = (self._http.get(self.base_url + "/experiment/phases", headers=self._bearer,
+                                   auth=httpx.Auth()) if self._bearer
+                    else self._http.get(self.base_url + "/experiment/phases"))
         except httpx.HTTPError as exc:
             raise SidecarError(f"cannot reach {self.base_url}: {access.why(exc)}") from None
         if resp.status_code != 200:

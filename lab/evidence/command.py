@@ -30,6 +30,9 @@ def sidecar_options(token: bool) -> tuple[Option, ...]:
 
 OPTIONS = (
     *sidecar_options(token=False),
+    Option("--token-file", "path", None, "file holding the bearer token of the sidecar's "
+           "--events-token-file (GET /experiment/phases needs it when the sidecar has one)",
+           metavar="F"),
     Option("--out", "path", None, "directory for evidence.json, evidence.md and evidence.png",
            required=True, metavar="DIR"),
     Option("--probe", "text", (), "judge this pair of phases (repeatable)", repeat=True,
@@ -84,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         record.prepare_out(args.out)
         passes = record.read_passes(paths)
-        client = connect(args)
+        client = connect(args, args.token_file)
     except (record.RecordError, SidecarError) as exc:
         err("evidence", str(exc))
         return 2

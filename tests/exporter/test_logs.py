@@ -8,6 +8,7 @@ import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -43,6 +44,11 @@ def _restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     logs.CONTEXT.clear()
 
 
+def _written(capsys: pytest.CaptureFixture[str]) -> Any:
+    assert logs.flush(5.0)  # lines go out through the writer thread
+    return capsys.readouterr()
+
+
 def test_json_lines_carry_generation_and_phase(capsys: pytest.CaptureFixture[str],
                                               tmp_path: Path) -> None:
     logs.configure("json", "info")
@@ -55,7 +61,7 @@ def test_json_lines_carry_generation_and_phase(capsys: pytest.CaptureFixture[str
     asyncio.run(run())
     sidecar.close()
     structlog.get_logger("t").info("after_poll", detail=1)
-    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.strip()]
+    lines = [json.loads(line) for line in _written(capsys).err.splitlines() if line.strip()]
     last = lines[-1]
     assert last["event"] == "after_poll"
     assert last["generation"] == "g-20261129T0412Z-7f3a"
@@ -73,7 +79,7 @@ def test_standard_library_records_join_the_json_stream(capsys: pytest.CaptureFix
         raise ValueError("boom")
     except ValueError:
         structlog.get_logger("helios_exporter.t").exception("failed")
-    err = capsys.readouterr().err
+    err = _written(capsys).err
     events = [json.loads(line) for line in err.splitlines()]
     assert [(e["logger"], e["level"], e["event"].strip()) for e in events] == [
         ("uvicorn.error", "warning", "Invalid HTTP request received."),
@@ -91,7 +97,7 @@ def test_logfmt_keeps_one_event_per_line(capsys: pytest.CaptureFixture[str]) -> 
     note = 'line one\r\nline two\u2028three "quoted" \x1b[31m'
     structlog.get_logger("helios_exporter.t").info("restore_event", note=note, n=3)
     logging.getLogger("uvicorn.error").warning("bad\rrequest")
-    lines = capsys.readouterr().err.splitlines()
+    lines = _written(capsys).err.splitlines()
     assert len(lines) == 2, lines
     assert lines[0].startswith("timestamp=") and " level=info event=restore_event " in lines[0]
     assert 'note="line one\\\\x0d\\nline two\\\\u2028three \\"quoted\\" \\\\x1b[31m"' in lines[0]
@@ -113,7 +119,33 @@ def test_an_uncaught_exception_is_one_json_event(capsys: pytest.CaptureFixture[s
         raise RuntimeError("crash")
     except RuntimeError:
         sys.excepthook(*sys.exc_info())
-    (line,) = capsys.readouterr().err.splitlines()
+    (line,) = _written(capsys).err.splitlines()
     event = json.loads(line)
     assert event["event"] == "uncaught_exception" and event["level"] == "critical"
     assert "RuntimeError: crash" in event["exception"]
+
+
+def test_a_blocked_sink_drops_and_counts_and_never_blocks_the_logger(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer thread stuck in a write (a pipe nobody reads): logging goes on at once, the
+    lines past the queue are dropped and counted, and flush says it could not finish."""
+    release = threading.Event()
+
+    class Stuck:
+        def write(self, _: str) -> int:
+            release.wait(30)
+            return 0
+
+        def flush(self) -> None:
+            pass
+
+    writer = logs._Writer(size=50)
+    monkeypatch.setattr(sys, "stderr", Stuck())
+    for i in range(300):  # returns while the sink is still stuck: no put waited on it
+        writer.put(f"line {i}")
+    assert not release.is_set() and not writer.flush(0.2)
+    # One batch may be in the stuck write; the queue holds 50; the rest are dropped.
+    assert 300 - 50 - 256 <= writer.dropped <= 300 - 50
+    assert writer.dropped > 0
+    release.set()
+    assert writer.flush(5.0)

@@ -81,11 +81,15 @@ class Rig:
         return cli("phase", action, name, "--sidecar", self.sidecar, "--token-file",
                    str(self.client_token), *self.access, *args)
 
-    def evidence(self, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-        return cli("evidence", "--sidecar", self.sidecar, "--out", str(out), *self.access, *args)
+    def evidence(self, out: Path, *args: str, token: bool = True) -> subprocess.CompletedProcess[str]:
+        """`evidence`, with the events token (the sidecar's GET needs it) unless told not to."""
+        given = ("--token-file", str(self.client_token)) if token else ()
+        return cli("evidence", "--sidecar", self.sidecar, "--out", str(out), *given,
+                   *self.access, *args)
 
     def phase_names(self) -> list[str]:
-        resp = httpx.get(self.sidecar + "/experiment/phases", timeout=10, verify=self.verify)
+        resp = httpx.get(self.sidecar + "/experiment/phases", timeout=10, verify=self.verify,
+                         headers={"Authorization": f"Bearer {TOKEN}"})
         assert resp.status_code == 200, resp.text
         return [p["name"] for p in resp.json()["phases"]]
 

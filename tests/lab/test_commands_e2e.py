@@ -103,7 +103,8 @@ def test_a_record_of_phases_the_sidecar_does_not_have_is_said(
     record = json.loads((tmp_path / "p" / "probe.json").read_text())
     record["passes"][0]["phase"] = "elsewhere/forward-1"
     (tmp_path / "other.json").write_text(json.dumps(record))
-    done = cli("evidence", "--sidecar", rig.sidecar, "--out", str(tmp_path / "e"),
+    done = cli("evidence", "--sidecar", rig.sidecar, "--token-file", str(rig.client_token),
+               "--out", str(tmp_path / "e"),
                "--probe-record", str(tmp_path / "p"), str(tmp_path / "other.json"))
     assert done.returncode == 0, done.stderr
     assert "1 recorded passes are not among the sidecar's phases (left out): " \

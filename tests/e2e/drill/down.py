@@ -29,7 +29,8 @@ from tests.e2e.drill.harness import (
 # -- 4 -----------------------------------------------------------------------------------------
 def sigkill(drill: Drill, inc: Incident) -> None:
     """The sidecar SIGKILLed twice mid-window; the engine is restored on time while it is dead,
-    and it comes back after the restore deadline (30 s: room for a slow restart in between)."""
+    and it comes back after the restore deadline (30 s and the stretch of its plan: room for a
+    slow restart in between)."""
     name = inc.target.name
     inc.admin("admission", {"state": "draining"})
     r = inc.wait_phase("drained")

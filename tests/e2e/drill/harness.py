@@ -13,6 +13,7 @@ Prometheus evaluates every 1 s; the sidecars poll every 0.5 s.
 from __future__ import annotations
 
 import json
+import math
 import re
 import signal
 import threading
@@ -202,6 +203,15 @@ class Drill:
                 and a["labels"].get("instance") == target.instance and a["state"] == "firing"]
 
 
+def stretched(bounds: tuple[str, ...], seconds: float) -> tuple[str, ...]:
+    """`bounds` with `--restore-bound` longer by `seconds` (whole seconds, rounded up)."""
+    out = list(bounds)
+    if seconds > 0 and "--restore-bound" in out:
+        i = out.index("--restore-bound") + 1
+        out[i] = str(int(out[i]) + math.ceil(seconds))
+    return tuple(out)
+
+
 @dataclass
 class Incident:
     """One incident's engine and sidecar(s), driven the way an operator and the engine would."""
@@ -210,6 +220,7 @@ class Incident:
     target: Target
     bounds: tuple[str, ...]  # --request-cutoff / --restore-bound of this incident's sidecar
     seed: int
+    stretch: int = 0  # --restore-bound plus this many times the engine's start (Plan.stretch)
     stack: Stack = field(init=False)
     engine: str = ""
     sidecar: Proc | None = None
@@ -230,8 +241,10 @@ class Incident:
     def start(self) -> None:
         """The engine (steady traffic, 1 request/s) and the sidecar; returns once Prometheus has
         scraped the sidecar with no window open."""
+        t0 = time.monotonic()
         _, self.engine = self.stack.simulator("steady", "--rate", "1", "--seed", str(self.seed),
                                               name="engine")
+        self.bounds = stretched(self.bounds, self.stretch * (time.monotonic() - t0))
         self.start_sidecar()
         self.wait_prom(f"helios_restore_window_open{{{self.target.selector}}} == 0",
                        "Prometheus scraped the sidecar, no window open")

@@ -239,12 +239,17 @@ def test_old_driver_without_newer_functions(fake_libs: FakeLibs, fake: FakeConfi
 
 def test_one_hung_gpu_does_not_stall_the_others(fake: FakeConfig,
                                                 make_source: MakeSource) -> None:
-    fake.write(count=2, gpus=TWO_GPUS, hang="nvmlDeviceGetPowerUsage", hang_gpu=1, hang_ms=1500)
     source = make_source(gpu_timeout=0.2)
+    # The yardstick: a poll of both GPUs with none stuck, on this machine now. A poll held up by
+    # the stuck GPU would take the hang, set at twice the bound.
+    fake.write(count=2, gpus=TWO_GPUS)
+    bound = 0.2 + max(0.4, 10 * _slowest(source.poll))
+    fake.write(count=2, gpus=TWO_GPUS, hang="nvmlDeviceGetPowerUsage", hang_gpu=1,
+               hang_ms=int(2000 * bound))
     for _ in range(2):  # the second poll does not start a second read of the stuck GPU
         t0 = time.perf_counter()
         result = source.poll()
-        assert time.perf_counter() - t0 < 0.8
+        assert time.perf_counter() - t0 < bound
         assert result.ok and result.value is not None
         gpu0, gpu1 = result.value.gpus
         assert gpu0.up and gpu0.power_watts == 250.123
@@ -253,7 +258,7 @@ def test_one_hung_gpu_does_not_stall_the_others(fake: FakeConfig,
     assert sample(reg, "helios_gpu_up", 1, UUID1) == 0.0  # uuid read before the stuck call
     assert sample(reg, "helios_gpu_up", 0, UUID0) == 1.0
     fake.write(count=2, gpus=TWO_GPUS)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 2 * bound + 5
     while True:  # comes back once the stuck call returns
         result = source.poll()
         assert result.value is not None
@@ -278,22 +283,28 @@ def test_hung_driver_bounded_runner_and_scrape_stay_fast(fake: FakeConfig,
         selected.append(advance(selected[-1], None, latest[-1].value))
 
     async def scenario() -> None:
+        # The yardsticks, on this machine now: a healthy cycle's NVML part and a scrape. A
+        # cycle or scrape held up by the hung call would take the hang: twice the bound.
+        t0 = time.perf_counter()
         await poll()
         assert latest[-1].ok
-        fake.write(count=2, gpus=TWO_GPUS, hang="nvmlDeviceGetCount_v2", hang_ms=1500)
+        bound = 0.3 + max(0.3, 10 * (time.perf_counter() - t0))
+        scrape_bound = max(0.2, 10 * _slowest(lambda: generate_latest(reg)))
+        hang = 2 * max(bound, scrape_bound)
+        fake.write(count=2, gpus=TWO_GPUS, hang="nvmlDeviceGetCount_v2", hang_ms=int(1000 * hang))
         for _ in range(2):
             t0 = time.perf_counter()
             await poll()
-            assert time.perf_counter() - t0 < 0.6
+            assert time.perf_counter() - t0 < bound
             assert latest[-1].reason is ErrorReason.HUNG
         fake.write(count=2, gpus=TWO_GPUS)
         t0 = time.perf_counter()
         text = generate_latest(reg).decode()
-        assert time.perf_counter() - t0 < 0.2  # not held up by the 1.5 s hang
+        assert time.perf_counter() - t0 < scrape_bound  # not held up by the hang
         assert f'helios_gpu_up{{gpu="0",uuid="{UUID0}"}} 0.0' in text
         assert f'helios_gpu_up{{gpu="1",uuid="{UUID1}"}} 0.0' in text
         assert "helios_gpu_power_watts" not in text
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + hang + 5
         while time.monotonic() < deadline:  # the stuck call returns, then polls succeed again
             await asyncio.sleep(0.1)
             await poll()
@@ -366,3 +377,13 @@ def test_default_soname_lookup(fake_libs: FakeLibs, fake: FakeConfig) -> None:
                          timeout=30, check=True, cwd=root)
     assert out.stdout.splitlines()[-1] == "RESULT None 3"
     assert "nvml_initialized" in out.stdout
+
+
+def _slowest(call: Callable[[], object], times: int = 3) -> float:
+    """The slowest of `times` calls of `call`, in seconds."""
+    took = []
+    for _ in range(times):
+        t0 = time.perf_counter()
+        call()
+        took.append(time.perf_counter() - t0)
+    return max(took)

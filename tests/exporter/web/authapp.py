@@ -11,9 +11,8 @@ from typing import Any
 
 import httpx
 
-from exporter.app import build_app
+from exporter.sidecar import web_app
 from exporter.web.auth import AuthFailures
-from exporter.web.guard import WebGuard
 from tests.helpers import StubEngine, make_sidecar
 from tools.pki import write_web_config
 
@@ -32,12 +31,7 @@ class Sidecar:
         self.sidecar = make_sidecar(StubEngine(), tmp_path / "state", **extra)
         if failures is not None:  # with a clock of the test's (its counts are not exported then)
             self.sidecar.auth_failures = failures
-        app: Any = build_app(self.sidecar.loop, self.sidecar.cache, self.sidecar.status,
-                             self.sidecar.events_token, self.sidecar.phases, page=self.sidecar.page,
-                             auth_failures=self.sidecar.auth_failures)
-        if self.sidecar.web is not None:
-            app = WebGuard(app, self.sidecar.web, self.sidecar.auth_failures)
-        self.app = app
+        self.app: Any = web_app(self.sidecar)  # as `serve` builds it
 
     def run(self, fn: Callable[[httpx.AsyncClient], Coroutine[Any, Any, Any]]) -> Any:
         async def go() -> Any:

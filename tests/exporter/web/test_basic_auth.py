@@ -126,16 +126,18 @@ def test_an_answer_is_due_in_time_and_the_check_goes_on() -> None:
     auth = BasicAuth(check=held, answer_within=0.3)
     verdicts: list[bool] = []
 
-    async def go() -> tuple[Verdict, float, bool]:
+    async def go() -> tuple[Verdict, float, list[bool], bool]:
         t0 = time.monotonic()
         answer = await auth.verify(FAST, "alice", b"alice-pw", client="c", on_verdict=verdicts.append)
         took = time.monotonic() - t0
+        at_answer = list(verdicts)
         held.release(b"alice-pw")
         await until(lambda: verdicts == [True])
-        return answer, took, auth.cached(FAST, "alice", b"alice-pw")
+        return answer, took, at_answer, auth.cached(FAST, "alice", b"alice-pw")
 
-    answer, took, cached = run(go())
-    assert answer is Verdict.LATE and 0.25 < took < 2.0 and cached
+    answer, took, at_answer, cached = run(go())
+    # Answered while the check was still held (no verdict yet), not before the bound.
+    assert answer is Verdict.LATE and took > 0.25 and at_answer == [] and cached
 
 
 @pytest.mark.parametrize(("costs", "most", "dummy"), [
@@ -165,15 +167,20 @@ def test_trials_fit_the_budget_and_the_rest_run_in_the_background() -> None:
     quick = bcrypt.hashpw(b"x", bcrypt.gensalt(4))
     slow = bcrypt.hashpw(b"y", bcrypt.gensalt(12))  # predicted about 0.25 s here
     example = bcrypt.hashpw(hashes.PLACEHOLDER, bcrypt.gensalt(4))
-    t0 = time.monotonic()
+    t0 = time.thread_time()  # CPU time of this thread: what a busy machine does not stretch
+    bcrypt.checkpw(b"z", slow)
+    one_slow_check = time.thread_time() - t0  # the yardstick
+    t0 = time.thread_time()
     trials.try_now([slow, quick, example], budget=0.02)
-    assert time.monotonic() - t0 < 1.0
+    assert time.thread_time() - t0 < one_slow_check / 2  # the slow one was not tried now
     assert trials.verdict(quick) == hashes.Trial(False, trials.verdict(quick).seconds)  # type: ignore[union-attr]
     assert trials.verdict(example).placeholder  # type: ignore[union-attr]
     assert trials.verdict(slow) is None
     seen: list[tuple[bytes, hashes.Trial]] = []
     trials.in_background([slow, quick], lambda h, t: seen.append((h, t)))
-    assert trials.wait(30)
+    # It runs at nice 19: beside busy loops it gets about 1% of a core, and its 0.25 s of CPU
+    # take a minute or more. What is tested is that it runs at all, so the wait is long.
+    assert trials.wait(600)
     assert [h for h, _ in seen] == [slow] and not seen[0][1].placeholder
     assert seen[0][1].seconds > 0.01
 

@@ -59,10 +59,13 @@ def test_basic_auth_guards_everything_but_probes_and_bearer_apis(
 
     with capture_logs() as logs:
         out = env.run(go)
-    for path in ("/metrics", "/status", "/", "/openapi.json", "/anything", "/experiment/phases"):
+    for path in ("/metrics", "/status", "/", "/openapi.json", "/anything"):
         answer = out[f"none {path}"]
         assert answer.status_code == 401, path
         assert answer.headers["www-authenticate"].startswith("Basic realm=")
+    # GET /experiment/phases: the events token guards it (basic auth steps aside for it)
+    assert out["none /experiment/phases"].status_code == 401
+    assert "basic" not in out["none /experiment/phases"].headers.get("www-authenticate", "").lower()
     assert out["wrong"].status_code == out["unknown user"].status_code == 401
     assert out["garbage"].status_code == 401
     assert out["right"].status_code == 200 and b"helios_engine_up" in out["right"].content
@@ -78,7 +81,7 @@ def test_basic_auth_guards_everything_but_probes_and_bearer_apis(
     assert env.failures("/metrics", "missing") == 1
     assert env.failures("/metrics", "wrong") == 3
     assert env.failures("other", "missing") == 2
-    assert env.failures("/experiment/phases", "missing") == 1  # GET: no token of its own
+    assert env.failures("/experiment/phases", "missing") == 1  # GET: its bearer token missing
     assert env.failures("/", "missing") == 1
     failed = [e for e in logs if e["event"] == "auth_failed"]
     assert [e["user"] for e in failed] == ["prometheus", "(not a configured user)",

@@ -148,7 +148,7 @@ def test_a_scrape_is_answered_and_the_idle_connection_closed_and_counted() -> No
         answer = await _answer(reader)
         assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(BODY)
         assert (guard.accepted, guard.open) == (1, 1)
-        assert await _closed_within(reader, 5) < 3
+        await _closed_within(reader, 30)  # closed at all: why is counted (asserted below)
         writer.close()
 
     guard = serve(scenario)
@@ -159,8 +159,8 @@ def test_a_request_head_that_never_completes_is_closed_at_the_read_deadline() ->
     async def scenario(guard: ConnectionGuard, port: int) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n")
-        took = await _closed_within(reader, 5)
-        assert READ_TIMEOUT * 0.8 < took < 3
+        took = await _closed_within(reader, 30)
+        assert took > READ_TIMEOUT * 0.8  # not before the deadline; why is counted below
         writer.close()
 
     assert serve(scenario, idle_timeout=60).closed["slow_request"] == 1
@@ -174,7 +174,7 @@ def test_an_empty_line_on_a_kept_alive_connection_starts_the_read_deadline() -> 
         writer.write(REQUEST)
         await _answer(reader)
         writer.write(b"\r\n")
-        assert await _closed_within(reader, 5) < 3
+        await _closed_within(reader, 30)  # closed at all: why is counted (asserted below)
         writer.close()
 
     guard = serve(scenario, idle_timeout=60)
@@ -220,7 +220,7 @@ def test_at_the_cap_a_connection_waiting_for_its_request_makes_room() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(REQUEST)
         assert (await _answer(reader)).startswith(b"HTTP/1.1 200 OK")
-        assert await _closed_within(idle_reader, 1) < 1  # shed at once, not at its deadline
+        await _closed_within(idle_reader, 30)  # shed to make room: `evicted`, below
         idle_writer.close()
         writer.close()
 

@@ -240,8 +240,10 @@ def test_a_flood_over_the_cap_gets_prompt_refusals_not_a_hang(procs: Procs) -> N
           f"{slowest * 1000:.0f} ms; {sorted((o, outcomes.count(o)) for o in set(outcomes))}")
     assert "200" not in outcomes and "TimeoutError" not in outcomes, outcomes
     assert outcomes.count("503") >= 100, outcomes  # most see the 503; the rest a reset
-    # Prompt: far from the client's 10 s timeout, which a queued (hanging) request would hit.
-    assert slowest < 3.0 and flood_took < timeout, (slowest, flood_took)
+    # Prompt: a queued (hanging) request would wait until the stalled readers are cut at the
+    # read timeout; a refusal comes long before it, however busy the machine (at load 8 on 2
+    # cores the slowest took 3.55 s).
+    assert slowest < timeout / 2 and flood_took < timeout, (slowest, flood_took)
     # The stalled readers are cut by the write deadline; the sidecar answers again.
     wait_until(lambda: scrape(port)[0] == 200, timeout + SLACK, "a 200 after the flood")
     for sock in stalled:

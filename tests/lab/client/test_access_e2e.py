@@ -1,13 +1,15 @@
 """`phase`, `probe` and `evidence` against a real sidecar behind its web configuration: TLS with
-a certificate from a test CA and basic auth on `GET /experiment/phases`, while `POST
-/experiment/phases` keeps its bearer token. The access flags are those of `status`
-(lab/client/access.py), and a refusal says which credential was refused."""
+a certificate from a test CA and basic auth on every path but the phases, which the events
+token guards (`GET /experiment/phases` and `POST /experiment/phases` alike). The access flags
+are those of `status` (lab/client/access.py), and a refusal says which credential was refused."""
 
 from __future__ import annotations
 
 import json
 import ssl
 from pathlib import Path
+
+import httpx
 
 from tests.lab.rig import Rig, evidence
 from tools.harness import Procs
@@ -39,20 +41,21 @@ def test_the_commands_behind_tls_and_basic_auth(procs: Procs, tmp_path: Path,
     assert rig.phase("begin", "by-hand/1").returncode == 0
     assert json.loads(rig.phase("end", "by-hand/1").stdout)["phase"]["valid"] is True
 
-    def evidence_with(*access: str) -> str:
-        done = rig.evidence(tmp_path / "x", *access)
+    def evidence_with(*access: str, token: bool = True) -> str:
+        done = rig.evidence(tmp_path / "x", *access, token=token)
         assert done.returncode == 1, done.stderr
         return done.stderr.strip()
 
     ca_file = ("--ca-file", str(ca.path))
     rig.access = ()
-    assert evidence_with(*ca_file).endswith(
-        "GET /experiment/phases answered 401: Unauthorized (the sidecar requires basic auth: "
-        "give --user and --password-file)")
-    wrong = tmp_path / "wrong"
-    wrong.write_text("guess\n")
-    assert evidence_with("--user", "lab", "--password-file", str(wrong), *ca_file).endswith(
-        "answered 401: Unauthorized (user or password rejected)")
+    # The sidecar has an events token: it guards GET /experiment/phases, basic auth steps aside.
+    assert evidence_with(*creds, *ca_file, token=False).endswith(
+        "GET /experiment/phases answered 401: missing or wrong bearer token (check --token-file: "
+        "it must hold the sidecar's --events-token-file token)")
+    # Every other path still asks for basic auth.
+    metrics = httpx.get(rig.sidecar + "/metrics", verify=rig.verify, timeout=10)
+    assert metrics.status_code == 401
+    assert metrics.headers["www-authenticate"].startswith("Basic")
     assert "TLS certificate not trusted (" in evidence_with(*creds)
     assert "give its CA with --ca-file, or --insecure" in evidence_with(*creds)
     done = rig.evidence(tmp_path / "insecure", *creds, "--insecure")
@@ -72,7 +75,7 @@ def test_the_commands_behind_tls_and_basic_auth(procs: Procs, tmp_path: Path,
     rig.access = ca_file
     done = rig.probe(tmp_path / "q", corpora["small-12"], "--name", "nothing")
     assert done.returncode == 1
-    assert "(nothing was sent)" in done.stderr and "give --user and --password-file" in done.stderr
+    assert "(nothing was sent)" in done.stderr and "check --token-file" in done.stderr
     # Flags that cannot be used are bad input (exit 2), as for `status`.
     rig.access = ("--user", "lab", *ca_file)
     done = rig.evidence(tmp_path / "y")

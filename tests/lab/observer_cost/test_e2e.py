@@ -71,8 +71,9 @@ def test_a_five_percent_trace_cost_is_inside_the_interval_at_c1_and_c4(
     plan = json.loads((tmp_path / "out" / "plan.json").read_text())
     assert [s["phase"] for s in doc["steps"]] == [s["phase"] for s in plan["steps"]]
     assert all(s["valid"] for s in doc["steps"])
-    phases = {p["name"] for p in httpx.get(sidecar + "/experiment/phases",
-                                           timeout=10).json()["phases"]}
+    phases = {p["name"] for p in httpx.get(
+        sidecar + "/experiment/phases", timeout=10,
+        headers={"Authorization": f"Bearer {TOKEN}"}).json()["phases"]}
     assert {s["phase"] for s in plan["steps"]} <= phases
     for c in (1, 4):
         arms = [s["arm"] for s in plan["steps"] if s["concurrency"] == c and s["arm"]]

@@ -99,7 +99,8 @@ def test_the_three_verdicts(procs: Procs, tmp_path: Path, corpora: dict[str, Pat
 
     # The evidence command judges any pair; one across a restart cannot be judged.
     out = tmp_path / "all"
-    done = cli("evidence", "--sidecar", rig.sidecar, "--out", str(out), "--probe",
+    done = cli("evidence", "--sidecar", rig.sidecar, "--token-file", str(rig.client_token),
+               "--out", str(out), "--probe",
                "rev/forward-1:rev/reverse-2", "--probe", "rev/forward-1:fwd/forward-2",
                "--prefix", "rev/", "--prefix", "fwd/")
     assert done.returncode == 0, done.stderr
