@@ -33,7 +33,7 @@ def alerts(c: Config) -> list[Alert]:
             promised=Promise(
                 "the restore state file cannot be written, or cannot be read: restore events "
                 "are answered 503 and the window on file may be unknown",
-                since=4,
+                since=3,
             ),
             expr=f"(\n{indent(unknown)}\n)\nor\n(\n{indent(failing)}\n)",
             summary=f"The restore state of the Helios sidecar {t.target} is not durable",

@@ -10,13 +10,13 @@ from exporter.restore.model import CAUSES, EVENT_KINDS, OUTCOMES, PHASES
 
 RESTORE = Promise("4.3")
 LATER = Promise("4.3", 2)
-NEXT = Promise("4.3", 4)
+NEXT = Promise("4.3", 3)
 R = "restore"
 
 FAMILIES: Rows = (
     Family("helios_restore_window_open", "gauge", (), "", help="1 while a restore window is "
            "open (drain, event or engine unreachable).", collector=R, promised=RESTORE,
-           source="always: 1 while a window is open, else 0; *(v4)* absent while the state "
+           source="always: 1 while a window is open, else 0; *(v3)* absent while the state "
            "file cannot be read (`helios_restore_window_unknown`)"),
     Family("helios_restore_window_unknown", "gauge", (), "", help="1 while the restore state "
            "file cannot be read: whether a window is open on file, and its deadlines, are "

@@ -168,7 +168,7 @@ def cutoff_rule() -> str:
 
 
 def test_restored_engine_traffic_never_reads_as_the_incumbents(stack: Stack) -> None:
-    """Issue 12: the window stays open past the request cutoff (the routed preflight URL refuses)
+    """The window stays open past the request cutoff (the routed preflight URL refuses)
     while the restored engine serves; Prometheus must never see its requests as the incumbent's."""
     _, engine_url = stack.simulator("outage", "--outage-after", "8", "--drain-seconds", "2",
                                     "--closed-seconds", "1", "--down-seconds", "3", "--rate", "4",
@@ -209,7 +209,7 @@ def test_restored_engine_traffic_never_reads_as_the_incumbents(stack: Stack) -> 
 
 
 def test_sidecar_killed_across_an_on_time_restore_is_never_late(stack: Stack) -> None:
-    """Issue 19: the sidecar dies while the engine is down and comes back after the restore
+    """The sidecar dies while the engine is down and comes back after the restore
     deadline; the engine was back before it. The outcome is decided by evidence, not by when the
     sidecar came back: here the deadline lies between the bounds, so `unobserved`."""
     _, engine_url = stack.simulator("outage", "--outage-after", "8", "--drain-seconds", "1",
@@ -242,7 +242,7 @@ def test_sidecar_killed_across_an_on_time_restore_is_never_late(stack: Stack) ->
 
 
 def test_restore_into_a_new_container_nobody_watched_pages(stack: Stack) -> None:
-    """Issue 19: the sidecar is down from before the drain until after a restore into a new
+    """The sidecar is down from before the drain until after a restore into a new
     container. At its next start it records the restore (`unobserved`) and its failed check."""
     _, engine_url = stack.simulator("outage", "--outage-after", "8", "--drain-seconds", "1",
                                     "--closed-seconds", "1", "--down-seconds", "2", "--rate", "2",

@@ -1,7 +1,7 @@
 """Real `serve` processes against a hostile engine and a hostile preflight endpoint: memory
 stays bounded, /metrics stays fast, poll cycles go on, /healthz answers at once.
 
-Issue 32's faults, each against a sidecar of its own process, so that its peak memory (`VmHWM`
+The engine's and preflight's faults, each against a sidecar of its own process, so that its peak memory (`VmHWM`
 of /proc/PID/status) is what these faults cost: a double gzip of a few hundred bytes (256 MiB
 and 1 GiB of zeros), a 1 MB single gzip layer of 1 GiB, deflate, br and an unknown coding,
 pass-through label values of 10 KB that change every poll, infinite bucket bounds; and a

@@ -16,8 +16,8 @@ def inflight(s: RestoreState) -> int | None:
 
 
 def test_restored_engine_traffic_never_counts_while_preflight_keeps_failing() -> None:
-    # Issue 12: a restored engine serving while the window stays open past the cutoff (routed
-    # preflight refused) paged "requests in flight" with its own traffic.
+    # A restored engine serving while the window stays open past the cutoff (routed
+    # preflight refused) once paged "requests in flight" with its own traffic.
     states = run([
         poll(0, inflight=3),
         poll(10, admission="draining", inflight=2),

@@ -1,4 +1,4 @@
-"""Issue 33: each case that `compare` admitted (exit 0) without having checked it, through the
+"""Each case that `compare` once admitted (exit 0) without having checked it, through the
 real command line on constructed evidence: every one is now not admitted (exit 1) or cannot be
 compared (exit 2), and the output names the reason."""
 
