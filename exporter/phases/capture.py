@@ -25,6 +25,7 @@ from exporter.checked import count, number, obj, opt_count, string
 from exporter.cycle.derive import offload_counters
 from exporter.cycle.pins import power_limits
 from exporter.cycle.view import View
+from exporter.labels import IDENTITY_FIELDS
 from exporter.sources.engine_metrics import EXPORT_PREFIX, Family
 
 LATENCY_FAMILY = EXPORT_PREFIX + "e2e_request_latency_seconds"
@@ -36,7 +37,6 @@ GENERATION_TOKENS_FAMILY = EXPORT_PREFIX + "generation_tokens"
 # engine may send thousands of keys.
 MAX_RAW_MISS_KEYS = 32
 MAX_RAW_MISS_KEY_CHARS = 64
-IDENTITY_KEYS = ("image_digest", "container_id", "package", "checkpoint")
 
 
 class CaptureError(Exception):
@@ -96,7 +96,7 @@ def capture_of(view: View) -> Capture:
         raise CaptureError("engine /metrics: " + _why(view, "engine_metrics"))
     identity = {}
     if snap.identity is not None:
-        identity = {k: v for k in IDENTITY_KEYS if (v := getattr(snap.identity, k)) is not None}
+        identity = {k: v for k in IDENTITY_FIELDS if (v := getattr(snap.identity, k)) is not None}
     if snap.engine is not None:  # (v3) the simulator says so: its evidence is SIMULATED
         identity["engine"] = snap.engine
     offload = snap.offload

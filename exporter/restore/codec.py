@@ -30,6 +30,7 @@ from exporter.checked import number as _number
 from exporter.checked import obj as _obj
 from exporter.checked import opt_count as _opt_count
 from exporter.checked import opt_str as _opt_str
+from exporter.labels import IDENTITY_FIELDS
 from exporter.restore.model import (
     CAUSES,
     EVENT_KINDS,
@@ -184,7 +185,7 @@ def _engine(r: _Reader, raw: Any, what: str) -> Engine | None:
     def text_of(key: str) -> str | None:
         return r.get(lambda: _opt_str(e.get(key), f"{what}.{key}"), None, f"{what}.{key}")
 
-    text = {k: text_of(k) for k in ("image_digest", "container_id", "package", "checkpoint")}
+    text = {k: text_of(k) for k in IDENTITY_FIELDS}
     started = r.get(lambda: _opt_number(e.get("started_at"), f"{what}.started_at"), None,
                     f"{what}.started_at")
     return Engine(generation, text["image_digest"], text["container_id"], text["package"],

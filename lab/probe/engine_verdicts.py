@@ -26,11 +26,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from lab.evidence.arithmetic import INVALID
+from lab.probe.passes import IDENTITY_KEYS
 
 NOT_EVALUATED: Final = "not_evaluated"
 KINDS: Final = ("sglang", "vllm")
-# The probe's own identity stop (lab/probe/passes.py IDENTITY_KEYS).
-IDENTITY_KEYS: Final = ("image_digest", "package", "checkpoint")
 # Where a generation carries restart identity (exporter.labels.IDENTITY_EVIDENCE).
 RESTART_IDENTITY: Final = ("process_start_time", "counter_created")
 

@@ -1,11 +1,11 @@
 """Real `serve` processes against a hostile engine and a hostile preflight endpoint: memory
 stays bounded, /metrics stays fast, poll cycles go on, /healthz answers at once.
 
-The engine's and preflight's faults, each against a sidecar of its own process, so that its peak memory (`VmHWM`
-of /proc/PID/status) is what these faults cost: a double gzip of a few hundred bytes (256 MiB
-and 1 GiB of zeros), a 1 MB single gzip layer of 1 GiB, deflate, br and an unknown coding,
-pass-through label values of 10 KB that change every poll, infinite bucket bounds; and a
-preflight endpoint that drips, answers 1 GiB of gzip, stacks gzip or nests 100,000 deep.
+The engine's and the preflight's faults, each against a sidecar of its own process, so that
+its peak memory (`VmHWM` of /proc/PID/status) is what these faults cost: a double gzip of a
+few hundred bytes (256 MiB and 1 GiB of zeros), a 1 MB single gzip layer of 1 GiB, deflate,
+br and an unknown coding, pass-through label values of 10 KB that change every poll, infinite
+bucket bounds; and a preflight endpoint that drips, answers 1 GiB of gzip, stacks gzip or nests 100,000 deep.
 Before these bounds the double gzip took the sidecar from 84 to 345 MiB (2.1 GiB for 1.8 KB), the
 changing labels to 505 MiB, and the dripping probe stopped every poll cycle.
 """
