@@ -11,8 +11,8 @@ from pathlib import Path
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from alerts.engines import table
 from exporter.engines import MAPPINGS
+from exporter.engines.inert import table
 from lab.demo.story import Stamp
 
 ENGINES = ("helios", "sglang", "vllm")

@@ -1,5 +1,5 @@
-"""Which shipped alerts can fire on an SGLang or vLLM engine (alerts/engines.py), from the rules
-as generated and the engines' mappings: docs/engines.md's table."""
+"""Which shipped alerts can fire on an SGLang or vLLM engine (exporter/engines/inert.py), from the
+rules as generated and the engines' mappings: docs/engines.md's table."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from pathlib import Path
 
 import yaml
 
-from alerts.engines import inputs, table
 from exporter.engines import MAPPINGS
+from exporter.engines.inert import inputs, table
+from tests.conftest import ROOT
 
-RULES = yaml.safe_load((Path(__file__).parents[2] / "alerts" / "helios-alerts.yaml").read_text())
+RULES = yaml.safe_load((ROOT / "alerts" / "helios-alerts.yaml").read_text())
 RECORDS = {r["record"]: r["expr"] for g in RULES["groups"] for r in g["rules"] if "record" in r}
 
 
@@ -97,7 +98,7 @@ def test_sglang_host_tier_storing_without_reuse_pages(tmp_path: Path, promtool: 
     assert len(generations) == 1 and series["helios_offload_host_tokens_restored_total"][-1] == "0"
     (gen,) = generations
     labels = f'job="helios-exporter",instance="h1:9400",generation="{gen}"'
-    rules = Path(__file__).parents[2] / "alerts" / "helios-alerts.yaml"
+    rules = ROOT / "alerts" / "helios-alerts.yaml"
     order = [g["name"] for g in RULES["groups"]]
     test = {
         "rule_files": [str(rules)], "evaluation_interval": "1m", "group_eval_order": order,

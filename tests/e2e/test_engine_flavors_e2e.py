@@ -31,8 +31,8 @@ import httpx
 import pytest
 import yaml
 
-from alerts.engines import _feeds, inputs
 from alerts.promql import STEP_GUARD
+from exporter.engines.inert import _feeds, inputs
 from tests.dashboards.promql import DASHBOARD_DIR, load, substitute, targets
 from tests.e2e.procs import ROOT, Proc, Stack, free_port, query, wait_for
 from tests.process_guard import process_fixture

@@ -22,8 +22,8 @@ import pytest
 
 from exporter.restore.store import STATE_FILE, StateStore
 from exporter.restore.window import RestoreState
-from tests.e2e.procs import wait_for
-from tests.hostile.faults.faultlib import start_sidecar, status
+from tests.e2e.procs import start_sidecar, wait_for
+from tests.hostile.faults.faultlib import FAST, status
 from tests.hostile.faults.test_restore_faults import (
     assert_kept,
     assert_serving,
@@ -202,7 +202,8 @@ def test_a_lock_that_cannot_be_taken_refuses_to_start(
     else:
         os.mkfifo(lock)
     before = (state_dir / STATE_FILE).read_bytes()
-    proc, _ = start_sidecar(engine.url, state_dir, tmp_path / "refused.log")
+    proc, _ = start_sidecar(engine.url, tmp_path / "refused.log", *FAST, state_dir=state_dir,
+                            ready=None)
     assert proc.popen is not None
     rc = proc.popen.wait(30)
     assert rc == 2, proc.tail()
