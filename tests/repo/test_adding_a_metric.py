@@ -138,7 +138,10 @@ def test_the_page_is_followed_word_for_word(tmp_path: Path) -> None:
     assert any(f"alert: {alert}" in p.read_text(encoding="utf-8")
                for p in (clone / "alerts").glob("*.yaml"))
     runbook = next(s.path for s in steps if s.creates)
-    assert "helios-exporter status" in (clone / runbook).read_text(encoding="utf-8")
+    setup = (clone / runbook).read_text(encoding="utf-8").split("BEGIN GENERATED: setup", 1)[1]
+    assert "[runbooks' set-up](README.md#set-up)" in setup.split("END GENERATED: setup", 1)[0]
+    assert "helios-exporter status" in (clone / runbook).parent.joinpath("README.md").read_text(
+        encoding="utf-8")
     assert {"README.md", "docs/interface.md", "alerts/helios-alerts.yaml"} <= generated
 
 
