@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,37 +26,18 @@ from tests.hostile.faults.faultlib import FAST, status
 from tests.hostile.faults.test_restore_faults import (
     assert_kept,
     assert_serving,
-    draining_engine,
     peak_rss_kib,
     post_event,
-    seeded_state,
     shim,
     sidecar,
 )
-from tests.hostile.stub import Case, HostileEngine, json_body, running_engine, sane_snapshot
+from tests.hostile.stub import Case, HostileEngine, json_body, sane_snapshot
 from tools.harness import families, sample
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
 HEALTHZ_WITHIN = 1.0  # seconds: the slowest /healthz answer allowed during a fault, unless...
 HEALTHZ_LOAD = 4.0  # ...the same sidecar before the fault, on a busy machine, took a 4th of it
-
-
-@pytest.fixture
-def engine() -> Iterator[HostileEngine]:
-    with running_engine() as eng:
-        yield eng
-
-
-@pytest.fixture
-def seed(engine: HostileEngine, tmp_path: Path) -> tuple[Path, RestoreState]:
-    """test_restore_faults.py's state: an open window, failed checks, ids e-1 and e-2."""
-    state_dir = tmp_path / "state"
-    state_dir.mkdir()
-    state = seeded_state("g-restored-0002", time.time() - 60)
-    StateStore(state_dir).save(state)
-    draining_engine(engine, "g-restored-0002")
-    return state_dir, state
 
 
 def healthz_bound(url: str) -> float:

@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from exporter.restore.window import Bounds, Event, Poll, RestoreState, restarted
 from exporter.snapshot.parse import snapshot_from_obj
 from tests.e2e.procs import Proc, start_sidecar, wait_for
 from tests.hostile.faults.faultlib import FAST, status
-from tests.hostile.stub import Case, HostileEngine, hang_up, json_body, running_engine, sane_snapshot
+from tests.hostile.stub import Case, HostileEngine, hang_up, json_body, sane_snapshot
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
@@ -99,22 +98,6 @@ def assert_serving(proc: Proc, url: str, cycle_wait: float = 10.0) -> None:
     assert time.monotonic() - t0 < 2.0
     cycles = status(url)["poll_cycles"]
     wait_for(lambda: status(url)["poll_cycles"] > cycles + 2, cycle_wait, "polls go on", proc)
-
-
-@pytest.fixture
-def engine() -> Iterator[HostileEngine]:
-    with running_engine() as eng:
-        yield eng
-
-
-@pytest.fixture
-def seed(engine: HostileEngine, tmp_path: Path) -> tuple[Path, RestoreState]:
-    state_dir = tmp_path / "state"
-    state_dir.mkdir()
-    state = seeded_state("g-restored-0002", time.time() - 60)
-    StateStore(state_dir).save(state)
-    draining_engine(engine, "g-restored-0002")
-    return state_dir, state
 
 
 def token_file(tmp_path: Path) -> Path:
