@@ -170,6 +170,42 @@ def test_a_held_state_file_is_never_judged_as_empty(
         proc.stop()
 
 
+def test_numbers_the_writer_cannot_write_in_unknown_fields_never_stop_the_sidecar(
+        engine: HostileEngine, seed: tuple[Path, RestoreState], tmp_path: Path) -> None:
+    """A state file from a later release, with NaN, Infinity and a 5000-digit integer in fields
+    this one does not know: NaN failed every poll cycle (the encoder refuses what the reader
+    took), the integer moved the whole file aside and lost the window. Now they are dropped and
+    counted, the window on file stands, events are acknowledged (on disk) and the file written
+    back holds none of them."""
+    state_dir, state = seed
+    path = state_dir / STATE_FILE
+    doc = json.loads(path.read_text())
+    doc["state"]["x_later_nan"] = "@NAN@"
+    doc["state"]["window"]["x_later_int"] = "@INT@"
+    doc["state"]["x_later_list"] = "@LIST@"
+    path.write_text(json.dumps(doc).replace('"@NAN@"', "NaN").replace('"@INT@"', "9" * 5000)
+                    .replace('"@LIST@"', "[1, Infinity]"))
+    proc, url = sidecar(engine, state_dir, tmp_path)
+    try:
+        bound = healthz_bound(url)
+        assert metric(url, "helios_restore_window_open") == 1  # the file's window
+        assert state.window is not None
+        assert status(url)["restore"]["window"]["start"] == state.window.start
+        cycles = status(url)["poll_cycles"]
+        wait_for(lambda: status(url)["poll_cycles"] > cycles + 2, 20, "cycles go on", proc)
+        resp = post_event(url, "e-later", "abort")
+        assert resp.status_code == 200, resp.text
+        worst = slowest_healthz(url)
+        written = path.read_text()
+        assert "NaN" not in written and "Infinity" not in written and "9" * 100 not in written
+        assert "e-later" in written  # the acknowledged event is on disk
+        assert not list(state_dir.glob("*.corrupt-*"))  # nothing moved aside
+        report(proc.pid, worst)
+        assert worst < bound, (worst, bound)
+    finally:
+        proc.stop()
+
+
 @pytest.mark.parametrize("kind", ["directory", "fifo"])
 def test_a_lock_that_cannot_be_taken_refuses_to_start(
         engine: HostileEngine, seed: tuple[Path, RestoreState], tmp_path: Path,
