@@ -15,7 +15,7 @@ def engine_kind(grid: Layout, scope: Scope) -> None:
         "Not exported by this engine",
         "For an SGLang or vLLM engine (serve --engine-kind): the catalogue signals it does not "
         "export, one row each (helios_engine_signal_coverage{source=\"absent\"}). Panels that "
-        "read them show no data, and the alerts that need them cannot fire on it: "
+        "read them say \"not exported by this engine\", and the alerts that need them cannot fire on it: "
         "docs/engines.md lists those alerts by engine version and says what would fill each "
         "gap. Empty for a Helios engine, which exports every signal of its schema.",
         units.Short,

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import units
 
+from dashboards import lib
 from dashboards.engines import engine_kind
-from dashboards.lib import (
-    Layout,
-    Scope,
-    Settings,
-    base_dashboard,
-    datasource_variable,
-    q,
-    stat_panel,
-    steps,
-    ts_panel,
-)
+from dashboards.lib import Layout, Scope, Settings, base_dashboard, datasource_variable, q, steps
 
 UID = "helios-offload"
+# An empty panel says why it may be empty: an engine of another kind (serve --engine-kind) may
+# not export its inputs (the Engine kind row names them), or nothing has happened yet. Panels
+# with a reason of their own keep it.
+ABSENT = "no data: not exported by this engine (see Engine kind), or none yet"
+stat_panel = partial(lib.stat_panel, no_value=ABSENT)
+ts_panel = partial(lib.ts_panel, no_value=ABSENT)
 FILE = "helios-offload.json"
 
 # Finished requests: the count of the engine's end-to-end latency histogram (passed through as
