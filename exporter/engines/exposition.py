@@ -16,7 +16,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Final
 
-from exporter.sources.engine_metrics import _parse_labels
+from exporter.sources.engine_metrics import parse_labels, sample_value
 
 VENDORS: Final = ("sglang", "vllm", "helios")
 START_TIME: Final = "process_start_time_seconds"
@@ -50,8 +50,8 @@ def parse(text: str, wanted: Collection[str]) -> Exposition:
     """The exposition's samples of `wanted` (sample names in the colon form), and the rest of
     what the mapping needs."""
     out = Exposition()
-    for line in text.splitlines():
-        if not line or line[0] == "#":
+    for line in text.splitlines():  # the sample-name rule of engine_metrics.parse, inlined in both
+        if not line or line[0] == "#":  # (a call per line would cost the poll cycle)
             continue
         brace = line.find("{")
         space = line.find(" ")
@@ -72,17 +72,13 @@ def parse(text: str, wanted: Collection[str]) -> Exposition:
         rest = line[end:]
         if end == brace:
             close = line.rfind("}")
-            parsed = _parse_labels(line[brace + 1:close]) if close > brace else None
+            parsed = parse_labels(line[brace + 1:close]) if close > brace else None
             if parsed is None:
                 out.malformed += 1
                 continue
             labels, rest = dict(parsed), line[close + 1:]
-        parts = rest.split()
-        try:
-            value = float(parts[0]) if 1 <= len(parts) <= 2 else math.nan
-        except ValueError:
-            value = math.nan
-        if math.isnan(value):
+        value = sample_value(rest)
+        if value is None or math.isnan(value):
             out.malformed += 1
             continue
         if vendor is None:

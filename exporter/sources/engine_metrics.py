@@ -103,7 +103,7 @@ def _sample_index(allow: dict[str, FamilyType]) -> dict[str, tuple[str, str]]:
 _DEFAULT_INDEX: Final = _sample_index(DEFAULT_ALLOW)
 
 
-def _parse_labels(text: str) -> list[tuple[str, str]] | None:
+def parse_labels(text: str) -> list[tuple[str, str]] | None:
     labels: list[tuple[str, str]] = []
     pos = 0
     while pos < len(text):
@@ -159,7 +159,7 @@ def parse(
                 cache.put(head, parsed_head)
         kept, dropped = parsed_head
         out.labels_dropped[family] += dropped
-        value = _parse_value(rest)
+        value = sample_value(rest)
         if kept is None or value is None:
             out.malformed_lines += 1
             continue
@@ -237,7 +237,7 @@ def _parse_head(head: str, name_len: int, suffix: str) -> tuple[Labels | None, i
     """(kept labels, or None when malformed; number of labels dropped) of `name{labels}`."""
     if len(head) == name_len:
         return (None, 0) if suffix == "_bucket" else ((), 0)
-    labels = _parse_labels(head[name_len + 1 : -1])
+    labels = parse_labels(head[name_len + 1 : -1])
     if labels is None:
         return None, 0
     kept: list[tuple[str, str]] = []
@@ -264,7 +264,9 @@ def _parse_float(raw: str) -> float | None:
         return None
 
 
-def _parse_value(rest: str) -> float | None:
+def sample_value(rest: str) -> float | None:
+    """The value of a sample line's text after its name and labels (`value [timestamp]`);
+    None when it is not one (NaN is a value: callers decide)."""
     parts = rest.split()
     if not parts or len(parts) > 2:  # value [timestamp]
         return None
